@@ -1,0 +1,37 @@
+# Two commands set everything up: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+
+.PHONY: demo test lint bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# The package with what the demo needs (the core: no extras).
+$(VENV)/.core: pyproject.toml | $(PY)
+	$(PIP) install -e .
+	touch $@
+
+# The package with the test tools and the LangChain extra.
+$(VENV)/.test: pyproject.toml | $(PY)
+	$(PIP) install -e ".[test,langchain]"
+	touch $@ $(VENV)/.core
+
+demo: $(VENV)/.core
+	$(PY) examples/context_techstore.py
+
+test: $(VENV)/.test
+	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m pytest -q
+
+lint: $(VENV)/.test
+	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m ruff format --check src tests benchmarks examples
+
+bench: $(VENV)/.core
+	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

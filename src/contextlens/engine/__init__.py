@@ -1,0 +1,1 @@
+"""Cross-cutting work of every judge call: limits now; cache, retries and accounting next."""

@@ -1,0 +1,48 @@
+"""Exceptions raised by contextlens."""
+
+from __future__ import annotations
+
+
+class ContextLensError(Exception):
+    """Base class of every error contextlens raises on purpose."""
+
+
+class InputError(ContextLensError, ValueError):
+    """Bad input data; names the file, line and field when they are known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.file, self.line, self.field = file, line, field
+        where = ":".join(str(p) for p in (file, line) if p is not None)
+        prefix = f"{where}: " if where else ""
+        if field:
+            prefix += f"field '{field}': "
+        super().__init__(prefix + message)
+        self.message = message
+
+
+class JudgeError(ContextLensError):
+    """A judge call gave no usable reply (transport failure or invalid output after the re-ask)."""
+
+    def __init__(self, message: str, *, raw: str | None = None) -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class MetricComputationError(ContextLensError):
+    """A metric could not compute a score for an item (Opik's name for it)."""
+
+
+class MissingExtraError(ContextLensError, ImportError):
+    """An optional backend was asked for but its extra is not installed."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"this needs the '{package}' package: pip install 'contextlens[{extra}]'"
+        )

@@ -1,0 +1,142 @@
+"""Turning a judge's reply into a validated object: JSON extraction, validation, re-ask.
+
+Every backend that returns text goes through here; no backend parses on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from contextlens.judges.base import Message
+
+T = TypeVar("T", bound=BaseModel)
+
+DEFAULT_BOS = "```json"
+DEFAULT_EOS = "```"
+
+
+class ReplyError(ValueError):
+    """A reply that holds no valid object; the message says what was wrong."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a valid JSON number")
+
+
+_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _objects(text: str) -> list[dict[str, Any]]:
+    """Every top-level JSON object in ``text``, in order."""
+    found: list[dict[str, Any]] = []
+    pos = text.find("{")
+    while pos != -1:
+        try:
+            obj, end = _decoder.raw_decode(text, pos)
+        except ValueError:
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+        pos = text.find("{", end)
+    return found
+
+
+def _fenced(text: str, bos: str, eos: str) -> list[str]:
+    """The blocks between ``bos`` and ``eos`` markers."""
+    blocks: list[str] = []
+    start = text.find(bos) if bos else -1
+    while start != -1:
+        body_start = start + len(bos)
+        end = text.find(eos, body_start) if eos else -1
+        if end == -1:
+            blocks.append(text[body_start:])  # unterminated: let the decoder judge it
+            break
+        blocks.append(text[body_start:end])
+        start = text.find(bos, end + len(eos))
+    return blocks
+
+
+def extract_json(text: str, bos: str = DEFAULT_BOS, eos: str = DEFAULT_EOS) -> dict[str, Any]:
+    """The JSON object of a reply.
+
+    Looks between ``bos`` and ``eos`` first, then for a bare object anywhere in the text.
+    When the reply holds several objects the first is taken. ``NaN`` and ``Infinity``
+    are rejected.
+    """
+    for block in _fenced(text, bos, eos):
+        objects = _objects(block)
+        if objects:
+            return objects[0]
+    objects = _objects(text)
+    if objects:
+        return objects[0]
+    if "{" in text:
+        raise ReplyError("the reply has an unfinished or malformed JSON object (truncated?)")
+    raise ReplyError("the reply holds no JSON object")
+
+
+def validate(data: Any, schema: type[T]) -> T:
+    """Validate ``data`` (an object, dict or JSON string) against ``schema``."""
+    if isinstance(data, schema):
+        return data
+    if isinstance(data, BaseModel):
+        data = data.model_dump()
+    try:
+        if isinstance(data, str):
+            return schema.model_validate_json(data)
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ReplyError(f"the reply does not match the schema: {problems}") from None
+
+
+def parse_reply(
+    text: str,
+    schema: type[T],
+    *,
+    parsed: Any = None,
+    bos: str = DEFAULT_BOS,
+    eos: str = DEFAULT_EOS,
+) -> T:
+    """A validated ``schema`` object from a backend's reply.
+
+    ``parsed`` is what a backend with structured output already decoded; it is validated
+    the same way as text.
+    """
+    if parsed is not None:
+        return validate(parsed, schema)
+    return validate(extract_json(text, bos, eos), schema)
+
+
+def format_instructions(
+    schema: type[BaseModel], bos: str = DEFAULT_BOS, eos: str = DEFAULT_EOS
+) -> str:
+    """The closing instruction of a prompt: answer with one JSON object of this schema."""
+    schema_json = json.dumps(schema.model_json_schema(), ensure_ascii=False)
+    return (
+        "Answer with exactly one JSON object that conforms to this JSON schema, "
+        f"between {bos} and {eos}, and nothing after it:\n{schema_json}"
+    )
+
+
+def reask_messages(
+    messages: list[Message], reply: str, error: str, bos: str = DEFAULT_BOS, eos: str = DEFAULT_EOS
+) -> list[Message]:
+    """The conversation for the one re-ask after an invalid reply."""
+    return [
+        *messages,
+        {"role": "assistant", "content": reply},
+        {
+            "role": "user",
+            "content": (
+                f"Your reply could not be used: {error}. Reply again with only the JSON "
+                f"object, between {bos} and {eos}, following the schema given above."
+            ),
+        },
+    ]

@@ -1,0 +1,83 @@
+"""From whatever a user passes as ``model=`` / ``judge=`` to a :class:`Judge`.
+
+Spec strings (shared with the CLI):
+
+- ``None`` or ``"offline"``: no judge; metrics use their offline algorithm.
+- ``"openai:MODEL"`` or a bare model name such as ``"gpt-4o"``: the OpenAI API.
+- ``"http://HOST:PORT/v1#MODEL"``: any OpenAI-compatible server (Ollama, vLLM,
+  llama.cpp server, LM Studio).
+- ``"litellm:PROVIDER/MODEL"`` or ``"PROVIDER/MODEL"``: LiteLLM (extra ``litellm``).
+
+Objects: a :class:`Judge` is used as is; a :class:`ChatBackend` or a LangChain chat
+model is wrapped in an :class:`LLMJudge`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contextlens.judges.base import ChatBackend, Judge
+from contextlens.judges.langchain import LangChainBackend, is_langchain_model
+from contextlens.judges.litellm import LiteLLMBackend
+from contextlens.judges.llm import LLMJudge
+from contextlens.judges.openai_compat import OpenAICompatBackend
+from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS
+
+
+def backend_from_spec(spec: str, *, use_structured_output: bool = False) -> ChatBackend:
+    """The chat backend a spec string names."""
+    spec = spec.strip()
+    if spec.startswith(("http://", "https://")):
+        base_url, sep, model = spec.partition("#")
+        if not sep or not model:
+            raise ValueError(f"judge spec {spec!r}: expected http://HOST:PORT/v1#MODEL")
+        return OpenAICompatBackend(
+            model, base_url=base_url.rstrip("/"), use_structured_output=use_structured_output
+        )
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix == "openai":
+        return OpenAICompatBackend(rest, use_structured_output=use_structured_output)
+    if sep and prefix == "litellm":
+        return LiteLLMBackend(rest, use_structured_output=use_structured_output)
+    if sep:
+        raise ValueError(
+            f"judge spec {spec!r}: unknown prefix {prefix!r}; use offline, openai:MODEL, "
+            "http://HOST:PORT/v1#MODEL or litellm:PROVIDER/MODEL"
+        )
+    if "/" in spec:
+        return LiteLLMBackend(spec, use_structured_output=use_structured_output)
+    if not spec:
+        raise ValueError("empty judge spec")
+    return OpenAICompatBackend(spec, use_structured_output=use_structured_output)
+
+
+def resolve_judge(
+    model: Any,
+    *,
+    use_structured_output: bool = False,
+    bos_json_clause: str = DEFAULT_BOS,
+    eos_json_clause: str = DEFAULT_EOS,
+    max_concurrency: int = 16,
+) -> Judge | None:
+    """A :class:`Judge` for ``model``, or None for the offline path."""
+    if model is None or (isinstance(model, str) and model.strip().lower() == "offline"):
+        return None
+    if isinstance(model, Judge):
+        return model
+    if isinstance(model, str):
+        backend: ChatBackend = backend_from_spec(model, use_structured_output=use_structured_output)
+    elif isinstance(model, ChatBackend):
+        backend = model
+    elif is_langchain_model(model):
+        backend = LangChainBackend(model, use_structured_output=use_structured_output)
+    else:
+        raise TypeError(
+            f"cannot judge with a {type(model).__name__}: pass a spec string, a LangChain chat "
+            "model, a ChatBackend or a Judge"
+        )
+    return LLMJudge(
+        backend,
+        max_concurrency=max_concurrency,
+        bos_json_clause=bos_json_clause,
+        eos_json_clause=eos_json_clause,
+    )

@@ -1,0 +1,5 @@
+"""The context metrics."""
+
+from contextlens.metrics.context import Context
+
+__all__ = ["Context"]

@@ -1,0 +1,66 @@
+"""What every metric shares: the services it is given and how prompts are built."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import TYPE_CHECKING
+
+from contextlens.judges.base import Judge, Message
+from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS, format_instructions
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from contextlens.embeddings.base import Embedder
+
+
+def _default_embedder() -> Embedder:
+    from contextlens.embeddings.minilm import default_embedder
+
+    return default_embedder()
+
+
+@dataclass(frozen=True)
+class Services:
+    """What a metric may call: a judge (None means the offline path) and an embedder."""
+
+    judge: Judge | None = None
+    embedder: Embedder = field(default_factory=_default_embedder)
+    bos_json_clause: str = DEFAULT_BOS
+    eos_json_clause: str = DEFAULT_EOS
+
+
+@cache
+def load_prompt(name: str) -> Template:
+    """A prompt template shipped in ``contextlens/metrics/prompts/``."""
+    text = resources.files("contextlens.metrics.prompts").joinpath(name).read_text("utf-8")
+    return Template(text)
+
+
+def data_block(tag: str, text: str) -> str:
+    """``text`` inside ``<tag>`` delimiters, with any copy of the delimiters in it defused.
+
+    Evaluated text is data: it must not be able to close its block and speak as the prompt.
+    """
+    defused = re.sub(
+        rf"<(\s*/?\s*{re.escape(tag)}\s*)>",
+        lambda m: f"&lt;{m.group(1)}&gt;",
+        text,
+        flags=re.IGNORECASE,
+    )
+    return f"<{tag}>\n{defused}\n</{tag}>"
+
+
+def build_messages(
+    system: str, user: str, schema: type[BaseModel], services: Services, **values: str
+) -> list[Message]:
+    """System and user messages from two prompt files; ``values`` are already-delimited blocks."""
+    instructions = format_instructions(schema, services.bos_json_clause, services.eos_json_clause)
+    return [
+        {"role": "system", "content": load_prompt(system).substitute(format=instructions)},
+        {"role": "user", "content": load_prompt(user).substitute(**values)},
+    ]

@@ -1,0 +1,74 @@
+"""Small text utilities for the offline algorithms: sentences, content words, numbers."""
+
+from __future__ import annotations
+
+import re
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,:]\d+)*")
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_ABBREV = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|Prof|St|vs|etc|e\.g|i\.e|Inc|Ltd|No|approx)\.$", re.I)
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just let me more most my myself nor of off on once only or other ought our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we
+    were what when where which while who whom why will with would you your yours yourself
+    yourselves yes ok okay sure well also really oh hi hello thanks thank please anything
+    else help glad happy i'm it's we're you're that's there's don't can't won't i've i'd""".split()
+)
+
+
+def sentences(text: str) -> list[str]:
+    """Split ``text`` into sentences and list items; blank pieces are dropped."""
+    pieces: list[str] = []
+    for chunk in _SENTENCE_END.split(text or ""):
+        chunk = _BULLET.sub("", chunk).strip()
+        if not chunk:
+            continue
+        if pieces and _ABBREV.search(pieces[-1]):
+            pieces[-1] = f"{pieces[-1]} {chunk}"
+        else:
+            pieces.append(chunk)
+    return pieces
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased, lightly stemmed words of ``text`` without stop words or numbers."""
+    return {
+        _stem(w)
+        for w in (m.group(0).lower().strip("'-") for m in _WORD.finditer(text))
+        if w and w not in STOPWORDS and not w[0].isdigit()
+    }
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers in ``text``, normalised (``"1,000"`` -> ``"1000"``, ``"24/7"`` -> 24, 7)."""
+    out: set[str] = set()
+    for match in _NUMBER.finditer(text):
+        token = match.group(0).replace(",", "")
+        if ":" in token:  # a time: 9:00 -> 9
+            hours, _, minutes = token.partition(":")
+            out.add(hours.lstrip("0") or "0")
+            if minutes.strip("0"):
+                out.add(token)
+            continue
+        if "." in token:
+            token = token.rstrip("0").rstrip(".")
+        out.add(token.lstrip("0") or "0")
+    return out
+
+
+def is_question(sentence: str) -> bool:
+    return sentence.rstrip().endswith("?")

@@ -1,0 +1,480 @@
+"""A real HTTP server on 127.0.0.1 that speaks a subset of the OpenAI API, for tests.
+
+Endpoints (each also answered without the ``/v1`` prefix):
+
+* ``POST /v1/chat/completions`` - a chat completion whose content comes from ``replies``
+  (consumed in order) then ``reply(request_json)``;
+* ``POST /v1/embeddings`` - deterministic pseudo-embeddings (hash-seeded, unit length);
+* ``GET /v1/models`` - one model.
+
+Faults apply to chat calls only. For each chat call the fault is, in this order:
+
+1. the next entry of ``script`` (popped), one of :data:`FAULTS`;
+2. otherwise drawn from the rates with a uniform number that depends only on ``seed`` and
+   the call index (so a run is reproducible whatever the thread timing): the rates are
+   stacked in the order 429, 500, timeout, truncated, garbage, and their sum must be <= 1.
+
+Independently of faults, when more than ``max_in_flight`` requests (chat or embeddings)
+are in flight, the extra ones get 429 at once, with the ``Retry-After`` header.
+
+Tokens are estimated as ``ceil(len(text) / 4)`` characters per text (per message content
+for the prompt, the content for the completion, per input for embeddings).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import random
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+__all__ = ["DEFAULT_REPLY", "FAULTS", "FakeOpenAIServer", "estimate_tokens"]
+
+DEFAULT_REPLY = '{"reason": "ok", "score": 1.0}'
+"""The assistant content returned when neither ``replies`` nor ``reply`` decide."""
+
+FAULTS = ("ok", "429", "500", "timeout", "truncated", "garbage")
+"""The fault names ``script`` accepts."""
+
+GARBAGE = "Sorry, I can't answer that in the requested format."
+_HISTORY = 10_000
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count: one token per four characters, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+def _content_text(content: Any) -> str:
+    """The text of a message content (a string, or a list of OpenAI content parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+        )
+    return "" if content is None else json.dumps(content)
+
+
+def _embedding(text: str, dim: int) -> list[float]:
+    """A unit vector seeded by the SHA-256 of ``text``: same text, same vector."""
+    rng = random.Random(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
+    vector = [rng.gauss(0.0, 1.0) for _ in range(dim)]
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+    allow_reuse_address = True
+
+    def __init__(self, fake: FakeOpenAIServer, address: tuple[str, int]) -> None:
+        self.fake = fake
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet: clients that hang up (e.g. after their own timeout) are expected."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.connections_lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.connections_lock:
+            self.server.connections.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the default per-request logging."""
+
+    def do_GET(self) -> None:
+        if self._route() == "models":
+            self._send(200, self.server.fake._models_body())
+        else:
+            self._send(404, _error_body("not found", "invalid_request_error"))
+
+    def do_POST(self) -> None:
+        route = self._route()
+        body = self._read_json()
+        if route not in ("chat", "embeddings"):
+            self._send(404, _error_body("not found", "invalid_request_error"))
+        elif body is None:
+            self._send(400, _error_body("invalid JSON body", "invalid_request_error"))
+        else:
+            status, payload, headers = self.server.fake._handle(route, body, dict(self.headers))
+            self._send(status, payload, headers)
+
+    def _route(self) -> str | None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.startswith("/v1/"):
+            path = path[3:]
+        return {"/chat/completions": "chat", "/embeddings": "embeddings", "/models": "models"}.get(
+            path
+        )
+
+    def _read_json(self) -> dict[str, Any] | None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return None
+        return body if isinstance(body, dict) else None
+
+    def _send(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:  # the client hung up
+            self.close_connection = True
+
+
+def _error_body(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": code}}
+
+
+class FakeOpenAIServer:
+    """A threaded OpenAI-compatible HTTP server on 127.0.0.1 with latency, faults and counters.
+
+    Use it as a context manager (or call :meth:`start` / :meth:`stop`)::
+
+        with FakeOpenAIServer(latency=0.2) as server:
+            backend = OpenAICompatBackend("fake-model", base_url=server.base_url)
+
+    Args:
+        latency: seconds each chat or embeddings call waits before answering.
+        max_in_flight: when set, requests beyond this many in flight get 429 at once.
+        reply: request JSON -> assistant content; default returns :data:`DEFAULT_REPLY`.
+        replies: scripted contents used first, in order (only by calls that answer content).
+        script: fault names per chat call, consumed in order before the rates apply.
+        fail_429_rate, fail_500_rate, timeout_rate, truncated_rate, garbage_rate: chances
+            of each fault per chat call, drawn deterministically from ``seed`` and the call
+            index. ``truncated`` cuts the content in the middle (``finish_reason="length"``);
+            ``garbage`` answers content that is not JSON; ``timeout`` waits ``hang_time``
+            seconds before answering normally.
+        retry_after: the ``Retry-After`` header value of 429 replies (seconds, may be
+            fractional); ``None`` sends none.
+        hang_time: how long a ``timeout`` fault waits.
+        seed: seed of the fault draws.
+        model: the model id the server reports when the request names none.
+        embedding_dim: length of the embedding vectors.
+        port: 0 picks a free port.
+
+    Counters (all reset by :meth:`reset`): ``calls`` (chat requests received, rejected ones
+    included), ``embedding_calls``, ``prompt_tokens`` / ``completion_tokens`` (chat, estimated
+    by :func:`estimate_tokens`), ``embedding_tokens``, ``status_counts`` (status -> count),
+    ``in_flight`` / ``peak_in_flight``, and the bounded lists :attr:`requests`,
+    :attr:`request_headers` and :attr:`response_formats`.
+    """
+
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        max_in_flight: int | None = None,
+        reply: Callable[[dict[str, Any]], str] | None = None,
+        replies: list[str] | None = None,
+        script: list[str] | None = None,
+        fail_429_rate: float = 0.0,
+        fail_500_rate: float = 0.0,
+        timeout_rate: float = 0.0,
+        truncated_rate: float = 0.0,
+        garbage_rate: float = 0.0,
+        retry_after: float | str | None = "0.05",
+        hang_time: float = 10.0,
+        seed: int = 0,
+        model: str = "fake-model",
+        embedding_dim: int = 384,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        rates = (fail_429_rate, fail_500_rate, timeout_rate, truncated_rate, garbage_rate)
+        if any(r < 0 for r in rates) or sum(rates) > 1.0 + 1e-9:
+            raise ValueError("fault rates must be >= 0 and sum to at most 1")
+        unknown = [name for name in script or [] if name not in FAULTS]
+        if unknown:
+            raise ValueError(f"unknown fault names {unknown}; use {FAULTS}")
+        self.latency = latency
+        self.max_in_flight = max_in_flight
+        self.reply = reply
+        self.replies: list[str] = list(replies or [])
+        self.script: list[str] = list(script or [])
+        self.fail_429_rate = fail_429_rate
+        self.fail_500_rate = fail_500_rate
+        self.timeout_rate = timeout_rate
+        self.truncated_rate = truncated_rate
+        self.garbage_rate = garbage_rate
+        self.retry_after = retry_after
+        self.hang_time = hang_time
+        self.seed = seed
+        self.model = model
+        self.embedding_dim = embedding_dim
+        self.host = host
+        self.port = port
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.in_flight = 0
+        self.reset()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> FakeOpenAIServer:
+        """Bind and serve in a background daemon thread."""
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        self._server = _Server(self, (self.host, self.port))
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fake-openai-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, wake sleeping handlers and close open connections."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        server.server_close()
+        with server.connections_lock:
+            connections = list(server.connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``: what an OpenAI client takes as its base URL."""
+        if self._server is None:
+            raise RuntimeError("the server is not running")
+        return f"http://{self.host}:{self.port}/v1"
+
+    # -- counters ----------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Zero the counters and forget the recorded requests (``script`` and ``replies``
+        keep what is left of them; ``peak_in_flight`` restarts from the current count)."""
+        with self._lock:
+            self.calls = 0
+            self.embedding_calls = 0
+            self.prompt_tokens = 0
+            self.completion_tokens = 0
+            self.embedding_tokens = 0
+            self.status_counts: dict[int, int] = {}
+            self.peak_in_flight = self.in_flight
+            self._requests: deque[dict[str, Any]] = deque(maxlen=_HISTORY)
+            self._headers: deque[dict[str, str]] = deque(maxlen=_HISTORY)
+            self._response_formats: deque[dict[str, Any]] = deque(maxlen=_HISTORY)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the last 10,000 POST requests, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """The headers of the last 10,000 POST requests (same order as :attr:`requests`)."""
+        with self._lock:
+            return list(self._headers)
+
+    @property
+    def response_formats(self) -> list[dict[str, Any]]:
+        """The ``response_format`` of chat requests that asked for ``json_schema``."""
+        with self._lock:
+            return list(self._response_formats)
+
+    # -- request handling (called from handler threads) --------------------------------
+
+    def _handle(
+        self, route: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        with self._lock:
+            self._requests.append(body)
+            self._headers.append(headers)
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            over = self.max_in_flight is not None and self.in_flight > self.max_in_flight
+            if route == "chat":
+                index = self.calls
+                self.calls += 1
+                fmt = body.get("response_format")
+                if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+                    self._response_formats.append(fmt)
+            else:
+                self.embedding_calls += 1
+        try:
+            if over:
+                status, payload, extra = self._rate_limited("too many requests in flight")
+            elif route == "chat":
+                status, payload, extra = self._chat(body, index)
+            else:
+                self._stopping.wait(self.latency)
+                status, payload, extra = 200, self._embeddings(body), {}
+        except Exception as exc:  # e.g. a failing ``reply`` function: show it to the client
+            status, payload, extra = (
+                500,
+                _error_body(f"fake server error: {exc!r}", "server_error"),
+                {},
+            )
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+        with self._lock:
+            self.status_counts[status] = self.status_counts.get(status, 0) + 1
+        return status, payload, extra
+
+    def _fault(self, index: int) -> str:
+        with self._lock:
+            if self.script:
+                return self.script.pop(0)
+        u = random.Random(self.seed * 1_000_003 + index).random()
+        for name, rate in (
+            ("429", self.fail_429_rate),
+            ("500", self.fail_500_rate),
+            ("timeout", self.timeout_rate),
+            ("truncated", self.truncated_rate),
+            ("garbage", self.garbage_rate),
+        ):
+            if u < rate:
+                return name
+            u -= rate
+        return "ok"
+
+    def _rate_limited(self, message: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+        headers = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
+        return 429, _error_body(message, "rate_limit_error", "rate_limit_exceeded"), headers
+
+    def _chat(self, body: dict[str, Any], index: int) -> tuple[int, dict[str, Any], dict[str, str]]:
+        fault = self._fault(index)
+        self._stopping.wait(self.latency)
+        if fault == "429":
+            return self._rate_limited("rate limit reached (injected)")
+        if fault == "500":
+            return 500, _error_body("internal server error (injected)", "server_error"), {}
+        if fault == "timeout":
+            self._stopping.wait(self.hang_time)
+        finish = "stop"
+        if fault == "garbage":
+            content = GARBAGE
+        else:
+            content = self._next_reply(body)
+            if fault == "truncated":
+                content, finish = content[: len(content) // 2], "length"
+        return 200, self._chat_body(body, content, finish), {}
+
+    def _next_reply(self, body: dict[str, Any]) -> str:
+        with self._lock:
+            if self.replies:
+                return self.replies.pop(0)
+        return self.reply(body) if self.reply is not None else DEFAULT_REPLY
+
+    def _chat_body(self, request: dict[str, Any], content: str, finish: str) -> dict[str, Any]:
+        messages = request.get("messages") or []
+        prompt = sum(
+            estimate_tokens(_content_text(m.get("content")))
+            for m in messages
+            if isinstance(m, dict)
+        )
+        completion = estimate_tokens(content)
+        with self._lock:
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model") or self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
+
+    def _embeddings(self, request: dict[str, Any]) -> dict[str, Any]:
+        raw = request.get("input", "")
+        inputs = [raw] if isinstance(raw, str) else [_content_text(x) for x in raw]
+        tokens = sum(estimate_tokens(text) for text in inputs)
+        with self._lock:
+            self.embedding_tokens += tokens
+        return {
+            "object": "list",
+            "model": request.get("model") or self.model,
+            "data": [
+                {
+                    "object": "embedding",
+                    "index": i,
+                    "embedding": _embedding(text, self.embedding_dim),
+                }
+                for i, text in enumerate(inputs)
+            ],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    def _models_body(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {"id": self.model, "object": "model", "created": 0, "owned_by": "contextlens"}
+            ],
+        }

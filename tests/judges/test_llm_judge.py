@@ -1,0 +1,121 @@
+import asyncio
+import json
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.runnables import RunnableLambda
+from pydantic import BaseModel, Field
+
+from contextlens.errors import JudgeError
+from contextlens.judges import LLMJudge, resolve_judge
+from contextlens.judges.base import Completion, Usage
+
+
+class Verdict(BaseModel):
+    reason: str
+    score: float = Field(ge=0, le=1, allow_inf_nan=False)
+
+
+class Scripted:
+    """A chat backend that answers from a list and records what it was sent."""
+
+    name = "scripted"
+    model = "m"
+
+    def __init__(self, replies, delay=0.0):
+        self.replies = list(replies)
+        self.sent = []
+        self.delay = delay
+        self.in_flight = self.peak = 0
+
+    async def complete(self, messages, *, schema=None):
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+            self.sent.append(list(messages))
+            return Completion(self.replies.pop(0), Usage(10, 5), 0.01)
+        finally:
+            self.in_flight -= 1
+
+
+MSGS = [{"role": "user", "content": "judge this"}]
+
+
+async def test_valid_reply_first_time():
+    backend = Scripted(['{"reason": "ok", "score": 0.8}'])
+    out = await LLMJudge(backend).judge(MSGS, Verdict)
+    assert out.output.score == 0.8 and out.attempts == 1 and out.usage == Usage(10, 5)
+
+
+async def test_one_reask_with_the_validation_error():
+    backend = Scripted(['{"reason": "ok", "score": 8}', '{"reason": "ok", "score": 0.8}'])
+    out = await LLMJudge(backend).judge(MSGS, Verdict)
+    assert out.attempts == 2 and out.output.score == 0.8
+    assert out.usage == Usage(20, 10)
+    reask = backend.sent[1][-1]["content"]
+    assert "less than or equal to 1" in reask
+
+
+async def test_two_bad_replies_fail_with_the_reason():
+    backend = Scripted(["no idea", '{"reason": "x", "score": NaN}'])
+    with pytest.raises(JudgeError, match="after one re-ask") as info:
+        await LLMJudge(backend).judge(MSGS, Verdict)
+    assert "NaN" in info.value.raw
+    assert len(backend.sent) == 2
+
+
+async def test_transport_errors_become_judge_errors():
+    class Broken(Scripted):
+        async def complete(self, messages, *, schema=None):
+            raise ConnectionError("refused")
+
+    with pytest.raises(JudgeError, match="refused"):
+        await LLMJudge(Broken([])).judge(MSGS, Verdict)
+
+
+async def test_concurrency_bound_is_shared_by_all_callers():
+    backend = Scripted(['{"reason": "ok", "score": 1}'] * 30, delay=0.01)
+    judge = LLMJudge(backend, max_concurrency=4)
+    await asyncio.gather(*(judge.judge(MSGS, Verdict) for _ in range(30)))
+    assert backend.peak == 4
+
+
+async def test_langchain_fake_chat_model():
+    model = FakeListChatModel(responses=['```json\n{"reason": "fine", "score": 0.6}\n```'])
+    judge = resolve_judge(model)
+    out = await judge.judge(MSGS, Verdict)
+    assert out.output.score == 0.6 and judge.name.startswith("langchain:")
+
+
+async def test_langchain_structured_output_is_used_and_validated():
+    calls = []
+
+    class StructuredFake(FakeListChatModel):
+        def with_structured_output(self, schema, include_raw=False):
+            calls.append((schema, include_raw))
+
+            def call(messages):
+                raw = self.invoke(messages)
+                return {"raw": raw, "parsed": json.loads(raw.content), "parsing_error": None}
+
+            return RunnableLambda(call)
+
+    model = StructuredFake(
+        responses=['{"reason": "a", "score": 2}', '{"reason": "b", "score": 0.3}']
+    )
+    out = await resolve_judge(model, use_structured_output=True).judge(MSGS, Verdict)
+    assert calls == [(Verdict, True), (Verdict, True)]
+    assert out.attempts == 2 and out.output == Verdict(reason="b", score=0.3)
+
+
+def test_resolve_specs():
+    assert resolve_judge(None) is None and resolve_judge("offline") is None
+    j = resolve_judge("http://127.0.0.1:9/v1#tiny")
+    assert j.name == "openai-compat:tiny"
+    assert resolve_judge("openai:gpt-4o-mini").name == "openai-compat:gpt-4o-mini"
+    assert resolve_judge("gpt-4o").name == "openai-compat:gpt-4o"
+    with pytest.raises(ValueError, match="unknown prefix"):
+        resolve_judge("foo:bar")
+    with pytest.raises(TypeError, match="cannot judge"):
+        resolve_judge(42)

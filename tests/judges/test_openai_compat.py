@@ -1,0 +1,278 @@
+"""OpenAICompatBackend against the real fake server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+
+import httpx
+import pytest
+from pydantic import BaseModel
+
+from contextlens.judges.base import (
+    BackendConnectionError,
+    BackendError,
+    BackendHTTPError,
+    BackendTimeout,
+    ChatBackend,
+    Message,
+    parse_retry_after,
+)
+from contextlens.judges.openai_compat import OpenAICompatBackend, _ClientShards
+from contextlens.testing import DEFAULT_REPLY, FakeOpenAIServer
+
+MESSAGES: list[Message] = [
+    {"role": "system", "content": "You are a judge."},
+    {"role": "user", "content": "Rate this."},
+]
+SECRET = "sk-test-very-secret-0123456789"
+
+
+class Verdict(BaseModel):
+    reason: str
+    score: float
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def backend(server: FakeOpenAIServer) -> AsyncIterator[OpenAICompatBackend]:
+    async with OpenAICompatBackend("fake-model", base_url=server.base_url, api_key="") as b:
+        yield b
+
+
+async def test_normal_call_returns_text_usage_and_latency(
+    server: FakeOpenAIServer, backend: OpenAICompatBackend
+) -> None:
+    assert isinstance(backend, ChatBackend)
+    completion = await backend.complete(MESSAGES)
+    assert completion.text == DEFAULT_REPLY
+    assert completion.usage.prompt_tokens > 0
+    assert completion.usage.completion_tokens > 0
+    assert completion.usage.prompt_tokens == server.prompt_tokens
+    assert completion.latency > 0
+    assert completion.parsed is None
+    sent = server.requests[-1]
+    assert sent["model"] == "fake-model"
+    assert sent["messages"] == MESSAGES
+    assert sent["temperature"] == 0.0
+    assert "seed" not in sent and "max_tokens" not in sent
+    assert "response_format" not in sent
+
+
+async def test_options_and_extra_body_are_sent(server: FakeOpenAIServer) -> None:
+    async with OpenAICompatBackend(
+        "m",
+        base_url=server.base_url + "/",
+        temperature=None,
+        seed=7,
+        max_tokens=64,
+        extra_body={"top_p": 0.5},
+        headers={"X-Trace": "abc"},
+    ) as backend:
+        await backend.complete(MESSAGES)
+    sent = server.requests[-1]
+    assert "temperature" not in sent
+    assert (sent["seed"], sent["max_tokens"], sent["top_p"]) == (7, 64, 0.5)
+    assert server.request_headers[-1]["X-Trace"] == "abc"
+
+
+async def test_json_schema_sent_only_when_asked(server: FakeOpenAIServer) -> None:
+    async with OpenAICompatBackend(
+        "m", base_url=server.base_url, use_structured_output=True
+    ) as structured:
+        await structured.complete(MESSAGES, schema=Verdict)
+        await structured.complete(MESSAGES)  # no schema: no response_format
+    async with OpenAICompatBackend("m", base_url=server.base_url) as plain:
+        await plain.complete(MESSAGES, schema=Verdict)  # not asked: no response_format
+    assert len(server.response_formats) == 1
+    fmt = server.response_formats[0]
+    assert fmt["json_schema"]["name"] == "Verdict"
+    assert fmt["json_schema"]["strict"] is False
+    assert fmt["json_schema"]["schema"] == Verdict.model_json_schema()
+    assert [("response_format" in r) for r in server.requests] == [True, False, False]
+
+
+async def test_api_key_given_from_env_or_absent(
+    server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    async with OpenAICompatBackend("m", base_url=server.base_url, api_key=SECRET) as given:
+        await given.complete(MESSAGES)
+    assert server.request_headers[-1]["Authorization"] == f"Bearer {SECRET}"
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    async with OpenAICompatBackend("m", base_url=server.base_url) as from_env:
+        await from_env.complete(MESSAGES)
+    assert server.request_headers[-1]["Authorization"] == "Bearer sk-from-env"
+
+    monkeypatch.delenv("OPENAI_API_KEY")
+    async with OpenAICompatBackend("m", base_url=server.base_url) as anonymous:
+        await anonymous.complete(MESSAGES)
+    assert "Authorization" not in server.request_headers[-1]
+
+
+def test_base_url_from_env_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:1234/v1/")
+    assert OpenAICompatBackend("m").base_url == "http://localhost:1234/v1"
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    backend = OpenAICompatBackend("gpt-x")
+    assert backend.base_url == "https://api.openai.com/v1"
+    assert backend.key == "openai-compat:https://api.openai.com/v1#gpt-x"
+    assert backend.name == "openai-compat"
+
+
+def test_repr_hides_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = OpenAICompatBackend("m", base_url="http://127.0.0.1:1/v1", api_key=SECRET)
+    assert SECRET not in repr(backend)
+    assert SECRET not in str(backend)
+    assert "m" in repr(backend)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    assert SECRET not in repr(OpenAICompatBackend("m"))
+
+
+async def test_429_gives_http_error_with_retry_after() -> None:
+    with FakeOpenAIServer(script=["429"], retry_after="0.05") as server:
+        async with OpenAICompatBackend("m", base_url=server.base_url, api_key=SECRET) as b:
+            with pytest.raises(BackendHTTPError) as info:
+                await b.complete(MESSAGES)
+            assert (await b.complete(MESSAGES)).text == DEFAULT_REPLY
+    error = info.value
+    assert error.status == 429
+    assert error.retry_after == pytest.approx(0.05)
+    assert error.retryable
+    assert isinstance(error, BackendError)
+    assert "rate limit" in str(error)
+    assert SECRET not in str(error)
+
+
+async def test_500_is_retryable(server: FakeOpenAIServer, backend: OpenAICompatBackend) -> None:
+    server.script = ["500"]
+    with pytest.raises(BackendHTTPError) as info:
+        await backend.complete(MESSAGES)
+    assert info.value.status == 500
+    assert info.value.retryable
+    assert info.value.retry_after is None
+
+
+def test_http_error_retryable_statuses() -> None:
+    assert [BackendHTTPError(s, "x").retryable for s in (408, 409, 429, 500, 503)] == [True] * 5
+    assert [BackendHTTPError(s, "x").retryable for s in (400, 401, 403, 404, 422)] == [False] * 5
+
+
+def test_parse_retry_after() -> None:
+    assert parse_retry_after("3") == 3.0
+    assert parse_retry_after(" 0.25 ") == 0.25
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after("-1") is None
+    when = datetime.now(timezone.utc) + timedelta(seconds=30)
+    parsed = parse_retry_after(format_datetime(when, usegmt=True))
+    assert parsed is not None and 25 <= parsed <= 31
+    past = format_datetime(datetime(2000, 1, 1, tzinfo=timezone.utc), usegmt=True)
+    assert parse_retry_after(past) == 0.0
+
+
+async def test_timeout_gives_backend_timeout() -> None:
+    with FakeOpenAIServer(timeout_rate=1.0, hang_time=2.0) as server:
+        async with OpenAICompatBackend("m", base_url=server.base_url, timeout=0.1) as b:
+            with pytest.raises(BackendTimeout) as info:
+                await b.complete(MESSAGES)
+    assert info.value.retryable
+    assert isinstance(info.value, BackendError)
+
+
+async def test_connection_refused_gives_connection_error() -> None:
+    with FakeOpenAIServer() as server:
+        base_url = server.base_url  # the port is free again once the server stops
+    async with OpenAICompatBackend("m", base_url=base_url, api_key=SECRET, timeout=2) as b:
+        with pytest.raises(BackendConnectionError) as info:
+            await b.complete(MESSAGES)
+    assert info.value.retryable
+    assert SECRET not in str(info.value)
+
+
+async def test_reply_without_content_is_not_retryable(
+    server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies = {
+            "/a/chat/completions": {"choices": []},
+            "/b/chat/completions": {"choices": [{"message": {"content": None, "refusal": "no"}}]},
+        }
+        if request.url.path in bodies:
+            return httpx.Response(200, json=bodies[request.url.path])
+        return httpx.Response(200, text="<html>")
+
+    transport = httpx.MockTransport(handler)
+    for prefix, expected in (("a", "no choices"), ("b", "refusal"), ("c", "not JSON")):
+        backend = OpenAICompatBackend("m", base_url=f"http://mock/{prefix}")
+        shards = _ClientShards(1.0, ssl.create_default_context())
+        shards.clients, shards.loads = [httpx.AsyncClient(transport=transport)], [0]
+        backend._clients[asyncio.get_running_loop()] = shards
+        with pytest.raises(BackendError) as info:
+            await backend.complete(MESSAGES)
+        assert not info.value.retryable
+        assert expected in str(info.value)
+        await backend.aclose()
+
+
+async def test_peak_in_flight_under_concurrent_calls() -> None:
+    with FakeOpenAIServer(latency=0.05) as server:
+        async with OpenAICompatBackend("m", base_url=server.base_url) as backend:
+            results = await asyncio.gather(*(backend.complete(MESSAGES) for _ in range(20)))
+    assert all(r.text == DEFAULT_REPLY for r in results)
+    assert server.calls == 20
+    assert server.peak_in_flight > 1
+
+
+async def test_max_in_flight_makes_excess_visible() -> None:
+    with FakeOpenAIServer(latency=0.05, max_in_flight=4) as server:
+        async with OpenAICompatBackend("m", base_url=server.base_url) as backend:
+            results = await asyncio.gather(
+                *(backend.complete(MESSAGES) for _ in range(20)), return_exceptions=True
+            )
+    rejected = [r for r in results if isinstance(r, BackendHTTPError)]
+    assert rejected and all(r.status == 429 for r in rejected)
+    assert server.status_counts[429] == len(rejected)
+    assert server.peak_in_flight > 4
+
+
+def test_embeddings_endpoint(server: FakeOpenAIServer) -> None:
+    response = httpx.post(f"{server.base_url}/embeddings", json={"model": "e", "input": ["a"]})
+    assert response.status_code == 200
+    assert len(response.json()["data"][0]["embedding"]) == 384
+    assert server.embedding_calls == 1
+
+
+def test_same_backend_from_two_event_loops(server: FakeOpenAIServer) -> None:
+    backend = OpenAICompatBackend("m", base_url=server.base_url)
+
+    clients: list[httpx.AsyncClient] = []
+
+    async def once() -> str:
+        completion = await backend.complete(MESSAGES)
+        clients.extend(backend._clients[asyncio.get_running_loop()].clients)
+        await backend.aclose()
+        return completion.text
+
+    assert asyncio.run(once()) == asyncio.run(once()) == DEFAULT_REPLY
+    assert len(clients) == 2
+    assert clients[0] is not clients[1]
+    assert all(client.is_closed for client in clients)
+    assert server.calls == 2
+
+    async def without_close() -> str:
+        return (await backend.complete(MESSAGES)).text
+
+    # No aclose between runs: the next loop still gets a working client of its own.
+    assert asyncio.run(without_close()) == DEFAULT_REPLY
+    assert asyncio.run(once()) == DEFAULT_REPLY
+    assert server.calls == 4
