@@ -344,3 +344,35 @@ def test_estimate_rejects_bad_inputs():
         mode.estimate([0.1, float("nan")], np.array([0.5, 0.5]))
     with pytest.raises(ValueError):
         bayesian_bootstrap_means([0.1, 0.2], [0.5, 0.5], 0, np.random.SeedSequence(0))
+
+
+def _ungrouped(monkeypatch):
+    monkeypatch.setattr(stats, "_groups", lambda *a, **k: None)
+
+
+@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+def test_merged_draws_match_the_per_interaction_draws(monkeypatch, kind):
+    rng = np.random.default_rng(3)
+    n = 4000
+    x = rng.choice([0.0, 0.4, 1.0], n) if kind == "discrete" else rng.beta(2, 5, n)
+    w = np.full(n, 1.0 / n)
+    merged = stats.bayesian_bootstrap_means(x, w, 5000, np.random.SeedSequence(9))
+    _ungrouped(monkeypatch)
+    exact = stats.bayesian_bootstrap_means(x, w, 5000, np.random.SeedSequence(9))
+    # Different random numbers, same distribution: quantiles agree to Monte Carlo error.
+    q = [0.025, 0.5, 0.975]
+    width = np.ptp(np.quantile(exact, [0.025, 0.975]))
+    assert np.allclose(np.quantile(merged, q), np.quantile(exact, q), atol=0.05 * width)
+    assert abs(merged.std() / exact.std() - 1) < 0.05
+
+
+def test_snapping_offset_keeps_draws_centred():
+    rng = np.random.default_rng(4)
+    n = 5000
+    x, w = rng.beta(2, 5, n), np.full(n, 1.0 / n)
+    d = x - x.mean()
+    groups = stats._groups(d, w, snap=True, step=np.abs(d).max() / stats._SNAP_LEVELS)
+    assert groups is not None
+    gd, gw, counts, offset = groups
+    assert counts.sum() == n
+    assert np.dot(gw * counts, gd) + offset == pytest.approx(0.0, abs=1e-12)

@@ -43,6 +43,4 @@ class MissingExtraError(ContextLensError, ImportError):
     """An optional backend was asked for but its extra is not installed."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(
-            f"this needs the '{package}' package: pip install 'contextlens[{extra}]'"
-        )
+        super().__init__(f"this needs the '{package}' package: pip install 'contextlens[{extra}]'")
