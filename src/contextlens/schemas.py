@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -77,3 +78,48 @@ class ContextMetric(BaseModel):
     context_awareness_ci_high: float | None = None
     interactions: list[ContextInteraction]
     judge: str = "offline"
+
+
+class ModelTestCase(BaseModel):
+    """One RAG test case (agensight / DeepEval shape)."""
+
+    input: str
+    actual_output: str | None = None
+    expected_output: str | None = None
+    retrieval_context: list[str] | None = None
+    context: list[str] | None = None
+
+
+@dataclass
+class ScoreResult:
+    """A metric's score for one item (Opik's shape).
+
+    ``scoring_failed`` is True when no score could be computed; ``value`` is then NaN and
+    ``metadata["error"]`` says why. Aggregations must count such results as failures.
+    """
+
+    name: str
+    value: float
+    reason: str | None = None
+    metadata: dict[str, Any] | None = None
+    scoring_failed: bool = False
+
+
+class MetricResult(BaseModel):
+    """One metric's verdict on one test case, as every metric's ``compute`` returns it.
+
+    ``score`` is None exactly when ``error`` is set: a failed item is kept with its reason
+    and counted, never scored 0.
+    """
+
+    metric: str
+    score: float | None
+    reason: str | None = None
+    error: str | None = None
+    success: bool | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+    cost: float | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None

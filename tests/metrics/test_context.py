@@ -173,7 +173,7 @@ def test_the_same_metric_object_serves_concurrent_sessions():
 
     async def both():
         return await asyncio.gather(
-            metric.score(make_session("x"), services), metric.score(make_session("y"), services)
+            metric.compute(make_session("x"), services), metric.compute(make_session("y"), services)
         )
 
     x, y = asyncio.run(both())

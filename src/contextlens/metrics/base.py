@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from contextlens.judges.base import Judge, Message
 from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS, format_instructions
+from contextlens.judges.resolve import resolve_judge
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -32,6 +33,39 @@ class Services:
     embedder: Embedder = field(default_factory=_default_embedder)
     bos_json_clause: str = DEFAULT_BOS
     eos_json_clause: str = DEFAULT_EOS
+
+
+def make_services(
+    model: Any = None,
+    *,
+    embedder: Embedder | None = None,
+    use_structured_output: bool = False,
+    bos_json_clause: str = DEFAULT_BOS,
+    eos_json_clause: str = DEFAULT_EOS,
+) -> Services:
+    """Services for a facade's ``model=`` (anything :func:`resolve_judge` takes)."""
+    judge = resolve_judge(
+        model,
+        use_structured_output=use_structured_output,
+        bos_json_clause=bos_json_clause,
+        eos_json_clause=eos_json_clause,
+    )
+    extra: dict[str, Any] = {"embedder": embedder} if embedder is not None else {}
+    return Services(
+        judge=judge, bos_json_clause=bos_json_clause, eos_json_clause=eos_json_clause, **extra
+    )
+
+
+class Metric(Protocol):
+    """A metric: configuration plus one stateless coroutine.
+
+    ``compute`` may be called by many tasks at once with the same object; it returns a
+    result object and changes nothing on ``self``.
+    """
+
+    name: str
+
+    async def compute(self, case: Any, services: Services) -> Any: ...
 
 
 @cache

@@ -21,9 +21,8 @@ from pydantic import BaseModel, Field
 
 from contextlens.errors import JudgeError
 from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS
-from contextlens.judges.resolve import resolve_judge
 from contextlens.logs import enable_verbose
-from contextlens.metrics.base import Services, build_messages, data_block
+from contextlens.metrics.base import Services, build_messages, data_block, make_services
 from contextlens.offline.support import SupportItem, score_support
 from contextlens.retriever import Retriever
 from contextlens.schemas import Batch, ContextInteraction, ContextMetric, Dataset
@@ -70,7 +69,7 @@ def _load(retriever: type[Retriever] | Retriever, kwargs: dict[str, Any]) -> Ite
 class Context:
     """Context awareness per session. A ``Context`` object is configuration only.
 
-    ``score(session, services)`` evaluates one session; ``Context.run(...)`` and
+    ``compute(session, services)`` evaluates one session; ``Context.run(...)`` and
     ``await Context.arun(...)`` keep gaussia's call surface.
     """
 
@@ -79,7 +78,7 @@ class Context:
     def __init__(self, statistical_mode: StatisticalMode | None = None) -> None:
         self.statistical_mode = statistical_mode or FrequentistMode()
 
-    async def score(self, session: Dataset, services: Services) -> ContextMetric:
+    async def compute(self, session: Dataset, services: Services) -> ContextMetric:
         """Score every interaction of ``session`` and aggregate them."""
         weights = resolve_weights(
             [b.weight for b in session.conversation], label=session.session_id
@@ -173,18 +172,15 @@ class Context:
         """
         if verbose:
             enable_verbose()
-        judge = resolve_judge(
+        services = make_services(
             model,
             use_structured_output=use_structured_output,
             bos_json_clause=bos_json_clause,
             eos_json_clause=eos_json_clause,
         )
-        services = Services(
-            judge=judge, bos_json_clause=bos_json_clause, eos_json_clause=eos_json_clause
-        )
         metric = cls(statistical_mode)
         sessions = _load(retriever, retriever_kwargs)
-        return list(await asyncio.gather(*(metric.score(s, services) for s in sessions)))
+        return list(await asyncio.gather(*(metric.compute(s, services) for s in sessions)))
 
     @classmethod
     def run(
