@@ -119,3 +119,20 @@ def test_resolve_specs():
         resolve_judge("foo:bar")
     with pytest.raises(TypeError, match="cannot judge"):
         resolve_judge(42)
+
+
+def test_litellm_without_the_extra_names_the_extra(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_litellm(name, *args, **kwargs):
+        if name == "litellm":
+            raise ImportError("No module named 'litellm'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_litellm)
+    with pytest.raises(ImportError, match=r"contextlens\[litellm\]"):
+        resolve_judge("litellm:anthropic/claude-3-5-haiku")
+    with pytest.raises(ImportError, match=r"contextlens\[litellm\]"):
+        resolve_judge("anthropic/claude-3-5-haiku")

@@ -114,14 +114,29 @@ def parse_reply(
     return validate(extract_json(text, bos, eos), schema)
 
 
+def compact_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema without titles and the class docstring: fewer prompt tokens."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k != "title"}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    out = strip(schema.model_json_schema())
+    out.pop("description", None)
+    return out
+
+
 def format_instructions(
     schema: type[BaseModel], bos: str = DEFAULT_BOS, eos: str = DEFAULT_EOS
 ) -> str:
     """The closing instruction of a prompt: answer with one JSON object of this schema."""
-    schema_json = json.dumps(schema.model_json_schema(), ensure_ascii=False)
+    schema_json = json.dumps(compact_schema(schema), ensure_ascii=False, separators=(",", ":"))
     return (
-        "Answer with exactly one JSON object that conforms to this JSON schema, "
-        f"between {bos} and {eos}, and nothing after it:\n{schema_json}"
+        f"Answer with one JSON object that follows this JSON schema, between {bos} and {eos}:"
+        f"\n{schema_json}"
     )
 
 
