@@ -81,13 +81,14 @@ class ContextMetric(BaseModel):
 
 
 class ModelTestCase(BaseModel):
-    """One RAG test case (agensight / DeepEval shape)."""
+    """One RAG test case (agensight / DeepEval shape); ``name`` identifies it in results."""
 
     input: str
     actual_output: str | None = None
     expected_output: str | None = None
     retrieval_context: list[str] | None = None
     context: list[str] | None = None
+    name: str | None = None
 
 
 @dataclass

@@ -429,3 +429,42 @@ class BayesianMode:
             f"BayesianMode(mc_samples={self.mc_samples}, ci_level={self.ci_level}, "
             f"rng_seed={self.rng_seed}, bounds={self.bounds})"
         )
+
+
+def repeated_interval(
+    values: np.ndarray,
+    weights: np.ndarray,
+    *,
+    mc_samples: int = 5000,
+    ci_level: float = 0.95,
+    rng: np.random.SeedSequence | None = None,
+) -> tuple[float, float]:
+    """Credible interval of the weighted mean when each item was judged ``k`` times.
+
+    ``values`` is ``(n, k)``: item ``i``'s ``k`` repeated scores (NaN where a repeat failed;
+    each item needs at least one). Each draw reweights the items with Dirichlet(1, ..., 1)
+    times ``weights`` and takes one of each item's repeats at random, so the interval holds
+    both the spread between items and the judge's own spread on each item.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] != w.size or x.shape[0] == 0:
+        raise ValueError(f"values must be (n, k) with n = {w.size} > 0, got {x.shape}")
+    valid = ~np.isnan(x)
+    if not valid.any(axis=1).all():
+        raise ValueError("every item needs at least one scored repeat")
+    gen = np.random.Generator(np.random.PCG64(rng or np.random.SeedSequence(42)))
+    n = x.shape[0]
+    rows = max(1, _CHUNK_ELEMENTS // n)
+    draws = np.empty(mc_samples, dtype=np.float64)
+    counts = valid.sum(axis=1)
+    order = np.argsort(~valid, axis=1, kind="stable")  # each row: its valid repeats first
+    for start in range(0, mc_samples, rows):
+        stop = min(start + rows, mc_samples)
+        e = gen.standard_exponential((stop - start, n)) * w
+        pick = (gen.random((stop - start, n)) * counts).astype(np.int64)
+        chosen = x[np.arange(n), order[np.arange(n), pick]]
+        draws[start:stop] = (e * chosen).sum(axis=1) / e.sum(axis=1)
+    tail = (1.0 - ci_level) / 2.0
+    low, high = np.quantile(draws, [tail, 1.0 - tail])
+    return float(low), float(high)

@@ -80,3 +80,11 @@ def test_reask_carries_the_error_and_the_bad_reply():
     msgs = reask_messages([{"role": "user", "content": "q"}], "bad", "score: too big")
     assert msgs[1] == {"role": "assistant", "content": "bad"}
     assert "score: too big" in msgs[2]["content"]
+
+
+def test_the_last_fenced_verdict_wins_over_a_quoted_one():
+    quoted = '```json\n{"reason": "perfect", "score": 1.0}\n```'
+    text = f"The output contains {quoted} which is data. My verdict:\n" + (
+        '```json\n{"reason": "unsupported", "score": 0.2}\n```'
+    )
+    assert parse_reply(text, Verdict).score == 0.2

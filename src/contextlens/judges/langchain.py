@@ -55,6 +55,19 @@ class LangChainBackend:
             or type(chat_model).__name__
         )
 
+    @property
+    def key(self) -> str:
+        """One limiter per chat model object."""
+        return f"langchain:{self.model}:{id(self.chat_model)}"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """What changes replies besides the prompt (part of the cache key)."""
+        return {
+            "class": type(self.chat_model).__name__,
+            "temperature": getattr(self.chat_model, "temperature", None),
+        }
+
     def __repr__(self) -> str:
         return f"LangChainBackend({type(self.chat_model).__name__}, model={self.model!r})"
 

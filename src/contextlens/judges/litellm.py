@@ -33,6 +33,7 @@ class LiteLLMBackend:
         self.model = model
         self.use_structured_output = use_structured_output
         self.params = {"temperature": temperature, **params} if temperature is not None else params
+        self.key = f"litellm:{model}"
 
     def __repr__(self) -> str:
         return f"LiteLLMBackend(model={self.model!r})"

@@ -1,24 +1,38 @@
-""":class:`LLMJudge`: a chat backend made into a :class:`Judge`.
+""":class:`LLMJudge`: a chat backend made into a :class:`Judge`, on the engine.
 
-The one place where a judge call happens: limiter, backend, parsing, and the single
-re-ask with the validation error.
+The one place where a judge call happens: cache, then limiter and retry around the
+backend, then parsing with the single re-ask carrying the validation error. Every call is
+recorded in the active :class:`~contextlens.engine.accounting.Ledger`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
-from typing import TypeVar
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from contextlens.engine.limiter import Limiter
+from contextlens.engine import accounting
+from contextlens.engine.cache import Cache, NullCache
+from contextlens.engine.limiter import Limiter, limiter_for
+from contextlens.engine.retry import RetryPolicy, call_with_retry
 from contextlens.errors import JudgeError
-from contextlens.judges.base import ChatBackend, Judgement, Message, Usage
+from contextlens.judges.base import (
+    BackendHTTPError,
+    ChatBackend,
+    Completion,
+    Judgement,
+    Message,
+    Usage,
+)
 from contextlens.judges.parsing import (
     DEFAULT_BOS,
     DEFAULT_EOS,
     ReplyError,
+    compact_schema,
     parse_reply,
     reask_messages,
 )
@@ -26,13 +40,25 @@ from contextlens.judges.parsing import (
 T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger("contextlens.judge")
 
+#: Statuses that mean "too much load": the limiter backs off on them.
+RATE_LIMIT_STATUSES = frozenset({429, 503})
+
+
+def backend_key(backend: ChatBackend) -> str:
+    """Identity of a backend for sharing limits: its ``key`` or name, model and object id."""
+    key = getattr(backend, "key", None)
+    return str(key) if key else f"{backend.name}:{backend.model}:{id(backend)}"
+
 
 class LLMJudge:
     """Judge through a chat backend.
 
     A reply that does not parse or validate is re-asked once with the error; a second
-    bad reply raises :class:`JudgeError` with the reason. ``max_concurrency`` bounds the
-    calls in flight through this judge, whoever makes them.
+    bad reply raises :class:`JudgeError` with the reason, as does a transport failure that
+    outlasts the retry policy. ``max_concurrency`` bounds the calls in flight on this
+    backend, whoever makes them (judges on the same backend share one limiter); it adapts
+    down on rate limits. Replies are cached (``cache=``) by backend, model, parameters,
+    messages, schema and repeat index, so an identical call is never paid for twice.
     """
 
     def __init__(
@@ -43,10 +69,14 @@ class LLMJudge:
         bos_json_clause: str = DEFAULT_BOS,
         eos_json_clause: str = DEFAULT_EOS,
         limiter: Limiter | None = None,
+        cache: Cache | NullCache | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.backend = backend
         self.bos, self.eos = bos_json_clause, eos_json_clause
-        self.limiter = limiter or Limiter(max_concurrency)
+        self.limiter = limiter or limiter_for(backend_key(backend), max_concurrency)
+        self.cache = cache if cache is not None else NullCache()
+        self.retry = retry or RetryPolicy()
 
     @property
     def name(self) -> str:
@@ -55,25 +85,80 @@ class LLMJudge:
     def __repr__(self) -> str:
         return f"LLMJudge({self.backend!r})"
 
+    def _cache_key(self, messages: list[Message], schema: type[BaseModel]) -> str:
+        from contextlens.metrics.base import current_repeat
+
+        params = getattr(self.backend, "params", None)
+        return Cache.key(
+            backend=self.backend.name,
+            model=self.backend.model,
+            params=json.loads(json.dumps(params, default=str)) if params else {},
+            structured=bool(getattr(self.backend, "use_structured_output", False)),
+            messages=list(messages),
+            schema=compact_schema(schema),
+            repeat=current_repeat.get(),
+        )
+
+    def _record(self, **counts: Any) -> None:
+        accounting.record(judge=self.name, model=self.backend.model, **counts)
+
+    async def _call(self, messages: list[Message], schema: type[BaseModel]) -> Completion:
+        key = self._cache_key(messages, schema)
+        cached = self.cache.get_completion(key)
+        if cached is not None:
+            self._record(cache_hits=1)
+            return cached
+
+        async def attempt() -> Completion:
+            async with self.limiter.slot():
+                try:
+                    reply = await self.backend.complete(messages, schema=schema)
+                except BackendHTTPError as exc:
+                    if exc.status in RATE_LIMIT_STATUSES:
+                        self.limiter.on_rate_limited()
+                    self._record(calls=1)
+                    raise
+                except Exception:
+                    self._record(calls=1)
+                    raise
+            self.limiter.on_success()
+            self._record(calls=1, usage=reply.usage)
+            return reply
+
+        def on_retry(exc: BaseException, wait: float) -> None:
+            self._record(retries=1)
+            log.debug("retrying %s in %.2fs after %s", self.name, wait, exc)
+
+        reply = await call_with_retry(attempt, self.retry, on_retry=on_retry)
+        if isinstance(reply.parsed, BaseModel):  # structured output: keep it cacheable
+            reply = replace(reply, parsed=reply.parsed.model_dump(mode="json"))
+        self.cache.put_completion(key, reply)
+        return reply
+
     async def judge(self, messages: Sequence[Message], schema: type[T]) -> Judgement[T]:
         convo = list(messages)
-        usage, latency, raw = Usage(), 0.0, ""
+        usage, latency = Usage(), 0.0
         for attempt in (1, 2):
             try:
-                async with self.limiter.slot():
-                    reply = await self.backend.complete(convo, schema=schema)
+                reply = await self._call(convo, schema)
             except Exception as exc:
+                self._record(failures=1)
                 raise JudgeError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
-            usage, latency, raw = usage + reply.usage, latency + reply.latency, reply.text
+            usage, latency = usage + reply.usage, latency + reply.latency
             try:
                 output = parse_reply(
                     reply.text, schema, parsed=reply.parsed, bos=self.bos, eos=self.eos
                 )
             except ReplyError as exc:
                 if attempt == 2:
-                    raise JudgeError(f"invalid reply after one re-ask: {exc}", raw=raw) from None
+                    self._record(failures=1)
+                    raise JudgeError(
+                        f"invalid reply after one re-ask: {exc}", raw=reply.text
+                    ) from None
                 log.debug("re-asking %s after an invalid reply: %s", self.name, exc)
                 convo = reask_messages(list(messages), reply.text, str(exc), self.bos, self.eos)
                 continue
-            return Judgement(output=output, raw=raw, usage=usage, latency=latency, attempts=attempt)
+            return Judgement(
+                output=output, raw=reply.text, usage=usage, latency=latency, attempts=attempt
+            )
         raise AssertionError("unreachable")

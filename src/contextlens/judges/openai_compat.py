@@ -160,6 +160,17 @@ class OpenAICompatBackend:
         )
 
     @property
+    def params(self) -> dict[str, Any]:
+        """The request parameters that change replies (part of the cache key)."""
+        return {
+            "base_url": self.base_url,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+            "extra_body": self.extra_body,
+        }
+
+    @property
     def key(self) -> str:
         """Stable identity of the endpoint and model, for caching and rate limiting."""
         return f"openai-compat:{self.base_url}#{self.model}"

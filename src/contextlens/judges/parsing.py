@@ -64,16 +64,16 @@ def extract_json(text: str, bos: str = DEFAULT_BOS, eos: str = DEFAULT_EOS) -> d
     """The JSON object of a reply.
 
     Looks between ``bos`` and ``eos`` first, then for a bare object anywhere in the text.
-    When the reply holds several objects the first is taken. ``NaN`` and ``Infinity``
-    are rejected.
+    When the reply holds several, the last is taken: a judge states its verdict at the end,
+    after any text it quoted from the evaluated data. ``NaN`` and ``Infinity`` are rejected.
     """
-    for block in _fenced(text, bos, eos):
+    for block in reversed(_fenced(text, bos, eos)):
         objects = _objects(block)
         if objects:
-            return objects[0]
+            return objects[-1]
     objects = _objects(text)
     if objects:
-        return objects[0]
+        return objects[-1]
     if "{" in text:
         raise ReplyError("the reply has an unfinished or malformed JSON object (truncated?)")
     raise ReplyError("the reply holds no JSON object")

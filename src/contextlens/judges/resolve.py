@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from contextlens.engine.cache import Cache, NullCache
+from contextlens.engine.retry import RetryPolicy
 from contextlens.judges.base import ChatBackend, Judge
 from contextlens.judges.langchain import LangChainBackend, is_langchain_model
 from contextlens.judges.litellm import LiteLLMBackend
@@ -58,8 +60,14 @@ def resolve_judge(
     bos_json_clause: str = DEFAULT_BOS,
     eos_json_clause: str = DEFAULT_EOS,
     max_concurrency: int = 16,
+    cache: Cache | NullCache | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Judge | None:
-    """A :class:`Judge` for ``model``, or None for the offline path."""
+    """A :class:`Judge` for ``model``, or None for the offline path.
+
+    ``cache`` and ``retry`` configure the :class:`LLMJudge` built around a backend; a
+    ready :class:`Judge` is used as is.
+    """
     if model is None or (isinstance(model, str) and model.strip().lower() == "offline"):
         return None
     if isinstance(model, Judge):
@@ -80,4 +88,6 @@ def resolve_judge(
         max_concurrency=max_concurrency,
         bos_json_clause=bos_json_clause,
         eos_json_clause=eos_json_clause,
+        cache=cache,
+        retry=retry,
     )

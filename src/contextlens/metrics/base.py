@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from contextlens.embeddings.base import Embedder
+
+
+#: Which repeat of an item is being judged (``evaluate(..., repeats=k)``); part of the cache key.
+current_repeat: ContextVar[int] = ContextVar("contextlens_repeat", default=0)
 
 
 def _default_embedder() -> Embedder:
@@ -64,6 +69,7 @@ class Metric(Protocol):
     """
 
     name: str
+    case_type: type
 
     async def compute(self, case: Any, services: Services) -> Any: ...
 

@@ -74,6 +74,7 @@ class Context:
     """
 
     name = "context"
+    case_type = Dataset
 
     def __init__(self, statistical_mode: StatisticalMode | None = None) -> None:
         self.statistical_mode = statistical_mode or FrequentistMode()

@@ -1,0 +1,186 @@
+"""ContextSimilarityEvaluator throughput: cases/s, batch method vs novastack's per-text loop.
+
+Run: .venv/bin/python benchmarks/bench_context_similarity.py [--cases 1000] [--contexts 5]
+     [--subset 100]
+
+Synthetic cases (deterministic, every text distinct): a 8-14 word query, a 15-30 word
+answer, ``--contexts`` contexts of 20-40 words. Every method gets a fresh
+``MiniLMEmbedder(memo_size=0)``, so no memo flatters anyone. Three methods:
+
+* ``evaluate_batch``: ours, every distinct text of all cases embedded once (a few calls);
+* ``evaluate`` loop: ours, one call per case (query, answer and contexts together);
+* novastack-style loop: per case and side, embed the reference text, then each context,
+  one text per call (2 * (1 + k) calls per case; contexts embedded twice).
+
+The two loops are timed on the first ``--subset`` cases and extrapolated to ``--cases``
+(rate per case is flat: each case costs the same calls). The script also checks that the
+batch and naive scores agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from contextlens.embeddings import MiniLMEmbedder
+from contextlens.metrics.context_similarity import ContextSimilarityEvaluator
+
+_WORDS = (
+    "the a an of to in on for with by from about model context answer question retrieval "
+    "document passage user assistant customer order refund shipping delivery invoice account "
+    "password reset error server request response latency cache database index vector search "
+    "ranking result summary report quarter revenue growth market product feature release "
+    "version update security patch network storage memory battery screen camera weather river "
+    "mountain city village harbour school teacher student library museum history science "
+    "energy climate forest ocean island travel train flight hotel dinner recipe garden season "
+    "morning evening policy warranty support hours weekend holiday payment card bank transfer "
+    "is was will can should must might has had does explains describes shows requires allows "
+    "quickly carefully often never always because although while after before during within"
+).split()
+
+
+def _text(rng: random.Random, lo: int, hi: int, end: str = ".") -> str:
+    body = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(lo, hi)))
+    return body[0].upper() + body[1:] + end
+
+
+def make_cases(n: int, k: int, seed: int = 11) -> list[dict[str, Any]]:
+    """``n`` deterministic cases of ``k`` contexts; no text repeats anywhere."""
+    rng = random.Random(seed)
+    seen: set[str] = set()
+
+    def fresh(lo: int, hi: int, end: str = ".") -> str:
+        while True:
+            t = _text(rng, lo, hi, end)
+            if t not in seen:
+                seen.add(t)
+                return t
+
+    return [
+        {
+            "query": fresh(8, 14, "?"),
+            "generated_text": fresh(15, 30),
+            "contexts": [fresh(20, 40) for _ in range(k)],
+        }
+        for _ in range(n)
+    ]
+
+
+class Counting:
+    """An Embedder that counts calls and texts on the way to a MiniLMEmbedder."""
+
+    def __init__(self, inner: MiniLMEmbedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls = 0
+        self.texts = 0
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.calls += 1
+        self.texts += len(texts)
+        return await self.inner.embed(texts)
+
+
+def naive_scores(emb: MiniLMEmbedder, cases: list[dict[str, Any]]) -> tuple[list[float], int]:
+    """novastack's loop (one text per embed call, contexts embedded per side), scored with
+    our [0, 1] cosine mapping so that the scores can be compared. Returns (scores, calls)."""
+    out: list[float] = []
+    calls = 0
+    for case in cases:
+        means = []
+        for reference in (case["query"], case["generated_text"]):
+            ref = emb.embed_sync([reference])[0]
+            calls += 1
+            sims = []
+            for ctx in case["contexts"]:
+                vec = emb.embed_sync([ctx])[0]
+                calls += 1
+                sims.append((float(ref @ vec) + 1.0) / 2.0)
+            means.append(sum(sims) / len(sims))
+        q, a = means
+        out.append(0.0 if q + a == 0 else 2 * q * a / (q + a))
+    return out, calls
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--contexts", type=int, default=5)
+    parser.add_argument("--subset", type=int, default=100, help="cases timed for the loops")
+    args = parser.parse_args()
+    subset = min(args.subset, args.cases)
+
+    cases = make_cases(args.cases, args.contexts)
+    ctx_words = [len(c.split()) for case in cases for c in case["contexts"]]
+    warm = MiniLMEmbedder(memo_size=0)
+    warm.embed_sync(["warm up the model", "and the tokenizer"])  # load + verify once
+    print(
+        f"{args.cases} cases x {args.contexts} contexts ({min(ctx_words)}-{max(ctx_words)} "
+        f"words, mean {np.mean(ctx_words):.0f}); {warm.threads} threads; "
+        f"load average before: {_load()}"
+    )
+
+    # ours, batch: all cases
+    batch_emb = Counting(MiniLMEmbedder(memo_size=0))
+    ev = ContextSimilarityEvaluator(batch_emb)
+    t0 = time.perf_counter()
+    batch_results = asyncio.run(ev.aevaluate_batch(cases))
+    t_batch = time.perf_counter() - t0
+
+    # ours, one evaluate() per case: subset
+    loop_emb = Counting(MiniLMEmbedder(memo_size=0))
+    ev_loop = ContextSimilarityEvaluator(loop_emb)
+    t0 = time.perf_counter()
+    loop_results = [ev_loop.evaluate(**c) for c in cases[:subset]]
+    t_loop = time.perf_counter() - t0
+
+    # novastack-style: subset
+    t0 = time.perf_counter()
+    naive, naive_calls = naive_scores(MiniLMEmbedder(memo_size=0), cases[:subset])
+    t_naive = time.perf_counter() - t0
+
+    diff_naive = max(abs(a - r["score"]) for a, r in zip(naive, batch_results, strict=False))
+    diff_loop = max(
+        abs(a["score"] - b["score"]) for a, b in zip(loop_results, batch_results, strict=False)
+    )
+    naive_rate = subset / t_naive
+    rows = [
+        ("evaluate_batch (ours)", args.cases, batch_emb.calls, batch_emb.texts, t_batch, ""),
+        ("evaluate() per case (ours)", subset, loop_emb.calls, loop_emb.texts, t_loop, "*"),
+        ("novastack-style loop", subset, naive_calls, naive_calls, t_naive, "*"),
+    ]
+    print()
+    print(
+        f"{'method':<28} {'timed':>6} {'embed calls':>11} {'texts':>6} {'seconds':>8} "
+        f"{'cases/s':>8} {f'est. s/{args.cases}':>11} {'vs naive':>8}"
+    )
+    for name, n, calls, texts, secs, mark in rows:
+        rate = n / secs
+        print(
+            f"{name:<28} {n:>6} {calls:>11} {texts:>6} {secs:>8.2f} {rate:>8.1f} "
+            f"{args.cases / rate:>10.1f}{mark or ' '} {rate / naive_rate:>7.2f}x"
+        )
+    print(
+        f"\n* timed on the first {subset} cases, extrapolated to {args.cases} "
+        "(each case costs the same embed calls)."
+    )
+    print(
+        f"score agreement on those cases: batch vs novastack-style max |diff| {diff_naive:.1e}, "
+        f"batch vs evaluate() {diff_loop:.1e}; load average after: {_load()}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""novastack's documented ContextSimilarityEvaluator example, with only the imports changed.
+
+Runs offline: the embedding model is the bundled all-MiniLM-L6-v2 (no API key, no download).
+Any LangChain, LlamaIndex or novastack embedding object can be passed as ``embed_model``
+instead. Scores are similarities mapped to [0, 1] (cosine ``s`` -> ``(s + 1) / 2``).
+"""
+
+from contextlens import ContextSimilarityEvaluator
+from contextlens.embeddings import default_embedder  # novastack: HuggingFaceEmbedding
+
+embedding = default_embedder()  # novastack: HuggingFaceEmbedding()
+
+evaluator = ContextSimilarityEvaluator(embed_model=embedding)
+
+result = evaluator.evaluate(
+    query="What is the capital of France?",
+    generated_text="The capital of France is Paris.",
+    contexts=["Paris is the capital city of France.", "France is in Europe."],
+)
+
+print(f"Query-Context Score: {result['query_context_similarity']['score']}")
+print(f"Answer-Context Score: {result['answer_context_similarity']['score']}")
+print(f"Combined Score: {result['score']}")
+print(f"Passing: {result['passing']}")

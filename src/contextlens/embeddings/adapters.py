@@ -1,0 +1,217 @@
+"""Turn a user's embedding model into an :class:`~contextlens.embeddings.base.Embedder`.
+
+:func:`as_embedder` accepts, in this order of precedence:
+
+* ``None``: the bundled offline model (:func:`~contextlens.embeddings.minilm.default_embedder`);
+* an :class:`Embedder` (``name`` plus ``async embed(texts)``): used as is;
+* a LangChain ``Embeddings`` (``embed_documents`` and ``embed_query``; ``aembed_documents``
+  is preferred when present);
+* a LlamaIndex ``BaseEmbedding`` (``aget_text_embedding_batch``, else
+  ``get_text_embedding_batch``, ``get_text_embeddings`` or ``get_text_embedding``);
+* a novastack ``BaseEmbedding`` (``embed_text(list[str]) -> list[list[float]]``).
+
+Blocking methods run in a worker thread (:func:`asyncio.to_thread`). Every adapter checks
+the model's output (one finite, non-zero row per text) and returns L2-normalised float32
+rows, so a model that returns unnormalised vectors still meets the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from contextlens.embeddings.base import Embedder, l2_normalise
+from contextlens.errors import ContextLensError
+
+__all__ = [
+    "InvalidEmbeddingError",
+    "LangChainEmbedder",
+    "LlamaIndexEmbedder",
+    "NovastackEmbedder",
+    "as_embedder",
+    "checked_vectors",
+]
+
+_MIN_NORM = 1e-12
+_ACCEPTED = (
+    "None (the bundled offline model), a contextlens Embedder (name + async embed), "
+    "a LangChain Embeddings (embed_documents + embed_query), a LlamaIndex embedding "
+    "(aget_text_embedding_batch / get_text_embedding_batch / get_text_embeddings / "
+    "get_text_embedding) or a novastack embedding (embed_text)"
+)
+
+
+class InvalidEmbeddingError(ContextLensError, ValueError):
+    """An embedder returned something unusable: wrong shape, NaN/inf, or a zero vector.
+
+    ``label`` names the offending text (e.g. ``"contexts[2]"``) when one text is to blame.
+    """
+
+    def __init__(self, message: str, *, label: str | None = None, text: str | None = None):
+        super().__init__(message)
+        self.label = label
+        self.text = text
+
+
+def _preview(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def checked_vectors(
+    vectors: Any,
+    texts: Sequence[str],
+    source: str,
+    labels: Sequence[str] | None = None,
+) -> NDArray[np.float32]:
+    """``vectors`` as L2-normalised float32 rows, after checking them against ``texts``.
+
+    Raises :class:`InvalidEmbeddingError` when the output is not one finite row per text of
+    one common width, or when a row is (numerically) zero: a zero vector has no direction,
+    so no similarity can be computed from it. The error names the text by ``labels[i]``
+    (default ``"texts[i]"``) and quotes its start.
+    """
+    try:
+        m = np.asarray(vectors, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidEmbeddingError(f"{source}: output is not a numeric matrix ({exc})") from None
+    if m.ndim != 2 or m.shape[0] != len(texts) or (len(texts) and m.shape[1] == 0):
+        raise InvalidEmbeddingError(
+            f"{source}: expected one vector per text ({len(texts)} rows), got shape {m.shape}"
+        )
+    if len(texts) == 0:
+        return np.zeros((0, m.shape[1]), dtype=np.float32)
+
+    def where(i: int) -> str:
+        return labels[i] if labels is not None else f"texts[{i}]"
+
+    bad = ~np.isfinite(m).all(axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidEmbeddingError(
+            f"{source} returned NaN or infinite values for {where(i)} ({_preview(texts[i])!r})",
+            label=where(i),
+            text=texts[i],
+        )
+    zero = np.linalg.norm(m, axis=1) <= _MIN_NORM
+    if zero.any():
+        i = int(np.argmax(zero))
+        raise InvalidEmbeddingError(
+            f"{source} returned a zero vector for {where(i)} ({_preview(texts[i])!r}); "
+            "a zero vector has no direction, so no similarity can be computed",
+            label=where(i),
+            text=texts[i],
+        )
+    return l2_normalise(m)
+
+
+def _model_label(prefix: str, model: Any) -> str:
+    for attr in ("model_name", "model"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return f"{prefix}:{type(model).__name__}({value})"
+    return f"{prefix}:{type(model).__name__}"
+
+
+class _Adapter:
+    """Shared shell: ``name``, empty-input shortcut, output checks."""
+
+    prefix = "adapter"
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.name = _model_label(self.prefix, model)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r})"
+
+    async def _raw(self, texts: list[str]) -> Any:
+        raise NotImplementedError
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One unit-length float32 row per text."""
+        if isinstance(texts, str):
+            raise TypeError("embed takes a sequence of texts, not a single str")
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return checked_vectors(await self._raw(texts), texts, self.name)
+
+
+class LangChainEmbedder(_Adapter):
+    """A LangChain ``Embeddings``: ``aembed_documents`` if it has one, else ``embed_documents``
+    in a worker thread."""
+
+    prefix = "langchain"
+
+    async def _raw(self, texts: list[str]) -> Any:
+        if callable(getattr(self.model, "aembed_documents", None)):
+            return await self.model.aembed_documents(texts)
+        return await asyncio.to_thread(self.model.embed_documents, texts)
+
+
+class LlamaIndexEmbedder(_Adapter):
+    """A LlamaIndex-style embedding: the first of ``aget_text_embedding_batch``,
+    ``get_text_embedding_batch``, ``get_text_embeddings``, ``get_text_embedding`` it has."""
+
+    prefix = "llamaindex"
+
+    async def _raw(self, texts: list[str]) -> Any:
+        m = self.model
+        if callable(getattr(m, "aget_text_embedding_batch", None)):
+            return await m.aget_text_embedding_batch(texts)
+        if callable(getattr(m, "get_text_embedding_batch", None)):
+            return await asyncio.to_thread(m.get_text_embedding_batch, texts)
+        if callable(getattr(m, "get_text_embeddings", None)):
+            return await asyncio.to_thread(m.get_text_embeddings, texts)
+        one: Callable[[str], Any] = m.get_text_embedding
+        return await asyncio.to_thread(lambda: [one(t) for t in texts])
+
+
+class NovastackEmbedder(_Adapter):
+    """A novastack ``BaseEmbedding``: ``embed_text(list[str])`` in a worker thread."""
+
+    prefix = "novastack"
+
+    async def _raw(self, texts: list[str]) -> Any:
+        return await asyncio.to_thread(self.model.embed_text, texts)
+
+
+def _has(obj: Any, *names: str) -> bool:
+    return all(callable(getattr(obj, n, None)) for n in names)
+
+
+def as_embedder(obj: Any = None) -> Embedder:
+    """An :class:`Embedder` for ``obj`` (see the module docstring for what is accepted).
+
+    Raises:
+        TypeError: ``obj`` is none of the accepted kinds; the message names its type.
+    """
+    if obj is None:
+        from contextlens.embeddings.minilm import default_embedder
+
+        return default_embedder()
+    if isinstance(obj, Embedder) and isinstance(getattr(obj, "name", None), str):
+        return obj
+    if (_has(obj, "embed_documents") or _has(obj, "aembed_documents")) and _has(obj, "embed_query"):
+        return LangChainEmbedder(obj)
+    if any(
+        _has(obj, n)
+        for n in (
+            "aget_text_embedding_batch",
+            "get_text_embedding_batch",
+            "get_text_embeddings",
+            "get_text_embedding",
+        )
+    ):
+        return LlamaIndexEmbedder(obj)
+    if _has(obj, "embed_text"):
+        return NovastackEmbedder(obj)
+    kind = type(obj)
+    raise TypeError(
+        f"cannot use {kind.__module__}.{kind.__qualname__} as an embedding model; "
+        f"expected {_ACCEPTED}"
+    )

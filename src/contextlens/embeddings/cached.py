@@ -1,0 +1,35 @@
+"""An embedder in front of the persistent cache: each text is embedded once, ever."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from contextlens.embeddings.base import Embedder
+from contextlens.engine.cache import Cache, NullCache
+
+
+class CachedEmbedder:
+    """Looks texts up in the cache by (embedder name, text); embeds and stores the rest."""
+
+    def __init__(self, inner: Embedder, cache: Cache | NullCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.name = inner.name
+
+    def __repr__(self) -> str:
+        return f"CachedEmbedder({self.inner!r}, {self.cache!r})"
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        if isinstance(self.cache, NullCache) or not texts:
+            return await self.inner.embed(texts)
+        hits = self.cache.get_embeddings(self.name, texts)
+        missing = list(dict.fromkeys(t for i, t in enumerate(texts) if i not in hits))
+        fresh = await self.inner.embed(missing) if missing else None
+        if fresh is not None:
+            self.cache.put_embeddings(self.name, missing, fresh)
+        by_text = dict(zip(missing, fresh, strict=True)) if fresh is not None else {}
+        rows = [hits[i] if i in hits else by_text[t] for i, t in enumerate(texts)]
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)

@@ -1,0 +1,287 @@
+"""Calls, tokens and estimated cost of judge calls, attributed to metrics.
+
+A :class:`Ledger` is made current with :func:`attribute` (a context variable, so it
+follows asyncio tasks created inside the block); the judge then calls :func:`record`
+without having to know which evaluation or metric it works for.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, fields
+
+from contextlens.judges.base import Usage
+
+__all__ = [
+    "PRICES",
+    "Counts",
+    "Ledger",
+    "PriceTable",
+    "attribute",
+    "current_ledger",
+    "current_metric",
+    "record",
+    "record_call",
+]
+
+UNATTRIBUTED = "unattributed"
+
+
+@dataclass
+class Counts:
+    """What a set of judge calls took.
+
+    ``calls``: calls that reached the backend; ``cache_hits``: replies served from the
+    cache; ``retries``: calls tried again; ``failures``: items whose judge call failed for
+    good; tokens as reported by the backend; ``cost``: estimated USD of the priced calls;
+    ``unpriced_calls``: calls whose model has no price (their cost is unknown, not 0).
+    """
+
+    calls: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    unpriced_calls: int = 0
+
+    def __add__(self, other: Counts) -> Counts:
+        if not isinstance(other, Counts):
+            return NotImplemented
+        return Counts(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, int | float]:
+        return asdict(self)
+
+
+_DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{4})$")
+
+
+class PriceTable:
+    """USD per million prompt and completion tokens, by model name.
+
+    The defaults are OpenAI list prices for a few models as published when this was
+    written: estimates, to be checked against the provider's price page (and overridden
+    with :meth:`register`, e.g. for a dated snapshot priced differently). Lookup is
+    case-insensitive, ignores a provider prefix (``openai/gpt-4o-mini``) and, failing an
+    exact entry, a date suffix (``gpt-4o-mini-2024-07-18``). Unknown models (local ones
+    included) have no price: ``None``, never 0.
+    """
+
+    DEFAULTS: Mapping[str, tuple[float, float]] = {
+        "gpt-4o": (2.50, 10.00),
+        "gpt-4o-mini": (0.15, 0.60),
+        "gpt-4.1": (2.00, 8.00),
+        "gpt-4.1-mini": (0.40, 1.60),
+        "gpt-4.1-nano": (0.10, 0.40),
+        "o4-mini": (1.10, 4.40),
+    }
+
+    def __init__(
+        self, prices: Mapping[str, tuple[float, float]] | None = None, *, defaults: bool = True
+    ) -> None:
+        self._prices: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+        for model, (prompt, completion) in {
+            **(self.DEFAULTS if defaults else {}),
+            **(prices or {}),
+        }.items():
+            self.register(model, prompt, completion)
+
+    def register(
+        self, model: str, prompt_per_million: float, completion_per_million: float
+    ) -> None:
+        """Set the price of ``model`` (USD per million tokens)."""
+        if prompt_per_million < 0 or completion_per_million < 0:
+            raise ValueError("prices must be >= 0")
+        with self._lock:
+            self._prices[model.strip().lower()] = (
+                float(prompt_per_million),
+                float(completion_per_million),
+            )
+
+    def price(self, model: str | None) -> tuple[float, float] | None:
+        """``(prompt, completion)`` USD per million tokens of ``model``, or ``None``."""
+        if not model:
+            return None
+        name = model.strip().lower()
+        candidates = [name]
+        while "/" in name:  # "openrouter/openai/gpt-4o" -> "openai/gpt-4o" -> "gpt-4o"
+            name = name.split("/", 1)[1]
+            candidates.append(name)
+        candidates += [_DATE_SUFFIX.sub("", c) for c in candidates if _DATE_SUFFIX.search(c)]
+        with self._lock:
+            for candidate in candidates:
+                if candidate in self._prices:
+                    return self._prices[candidate]
+        return None
+
+    def cost(self, model: str | None, usage: Usage) -> float | None:
+        """Estimated USD of ``usage`` on ``model``, or ``None`` when it has no price."""
+        price = self.price(model)
+        if price is None:
+            return None
+        return (usage.prompt_tokens * price[0] + usage.completion_tokens * price[1]) / 1e6
+
+    def __contains__(self, model: object) -> bool:
+        return isinstance(model, str) and self.price(model) is not None
+
+    def __repr__(self) -> str:
+        return f"PriceTable({len(self._prices)} models)"
+
+
+PRICES = PriceTable()
+"""The price table ledgers use by default; extend it with :meth:`PriceTable.register`."""
+
+
+class Ledger:
+    """:class:`Counts` per (metric, judge), safe to record into from threads and tasks.
+
+    Args:
+        prices: the price table; default the module's :data:`PRICES` (read at each
+            record, so later registrations count).
+    """
+
+    def __init__(self, prices: PriceTable | None = None) -> None:
+        self._prices = prices
+        self._counts: dict[tuple[str, str], Counts] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def prices(self) -> PriceTable:
+        return self._prices if self._prices is not None else PRICES
+
+    def record(
+        self,
+        *,
+        metric: str,
+        judge: str,
+        model: str | None = None,
+        usage: Usage | None = None,
+        calls: int = 0,
+        cache_hits: int = 0,
+        retries: int = 0,
+        failures: int = 0,
+    ) -> None:
+        """Add to the counts of (``metric``, ``judge``).
+
+        ``usage`` is priced with ``model``; when the model has no price, ``calls`` are
+        counted as ``unpriced_calls`` and the cost is left out.
+        """
+        usage = usage or Usage()
+        cost = self.prices.cost(model, usage)
+        delta = Counts(
+            calls=calls,
+            cache_hits=cache_hits,
+            retries=retries,
+            failures=failures,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost=cost or 0.0,
+            unpriced_calls=calls if cost is None else 0,
+        )
+        with self._lock:
+            key = (metric, judge)
+            self._counts[key] = self._counts.get(key, Counts()) + delta
+
+    def entries(self) -> dict[tuple[str, str], Counts]:
+        """A copy of the counts by (metric, judge)."""
+        with self._lock:
+            return {key: Counts(**asdict(c)) for key, c in self._counts.items()}
+
+    def by_metric(self) -> dict[str, Counts]:
+        """Counts per metric, all judges together."""
+        out: dict[str, Counts] = {}
+        for (metric, _), counts in self.entries().items():
+            out[metric] = out.get(metric, Counts()) + counts
+        return out
+
+    def by_judge(self) -> dict[str, Counts]:
+        """Counts per judge, all metrics together."""
+        out: dict[str, Counts] = {}
+        for (_, judge), counts in self.entries().items():
+            out[judge] = out.get(judge, Counts()) + counts
+        return out
+
+    def total(self) -> Counts:
+        """Counts of everything recorded."""
+        return sum(self.entries().values(), Counts())
+
+    def to_dict(self) -> dict[str, object]:
+        """``{"total": ..., "by_metric": {...}, "entries": [{"metric", "judge", ...}]}``."""
+        return {
+            "total": self.total().to_dict(),
+            "by_metric": {m: c.to_dict() for m, c in self.by_metric().items()},
+            "entries": [
+                {"metric": m, "judge": j, **c.to_dict()} for (m, j), c in self.entries().items()
+            ],
+        }
+
+    def __repr__(self) -> str:
+        total = self.total()
+        return (
+            f"Ledger(calls={total.calls}, cost={total.cost:.4f}, metrics={len(self.by_metric())})"
+        )
+
+
+current_ledger: ContextVar[Ledger | None] = ContextVar("contextlens_ledger", default=None)
+"""The ledger judge calls are recorded into (none: not recorded)."""
+
+current_metric: ContextVar[str] = ContextVar("contextlens_metric", default=UNATTRIBUTED)
+"""The metric judge calls are attributed to."""
+
+
+@contextmanager
+def attribute(ledger: Ledger | None, metric: str) -> Iterator[Ledger | None]:
+    """Record judge calls made inside the block (tasks created in it included) into
+    ``ledger`` under ``metric``."""
+    ledger_token = current_ledger.set(ledger)
+    metric_token = current_metric.set(metric)
+    try:
+        yield ledger
+    finally:
+        current_metric.reset(metric_token)
+        current_ledger.reset(ledger_token)
+
+
+def record(
+    *,
+    judge: str,
+    model: str | None = None,
+    usage: Usage | None = None,
+    calls: int = 0,
+    cache_hits: int = 0,
+    retries: int = 0,
+    failures: int = 0,
+    metric: str | None = None,
+) -> None:
+    """Record into the current ledger under the current metric (or ``metric``); does
+    nothing when no ledger is current."""
+    ledger = current_ledger.get()
+    if ledger is None:
+        return
+    ledger.record(
+        metric=metric if metric is not None else current_metric.get(),
+        judge=judge,
+        model=model,
+        usage=usage,
+        calls=calls,
+        cache_hits=cache_hits,
+        retries=retries,
+        failures=failures,
+    )
+
+
+record_call = record
+"""Alias of :func:`record`."""

@@ -1,0 +1,141 @@
+"""Retries of judge and embedding calls: per-call timeout, Retry-After, jittered back-off.
+
+The only place in contextlens that waits before trying a call again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
+
+from contextlens.judges.base import BackendTimeout
+
+__all__ = ["RetryPolicy", "call_with_retry", "is_retryable"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a call is retried.
+
+    Args:
+        max_attempts: attempts in all (1 = no retry).
+        initial_delay: ceiling of the first back-off wait; doubles per attempt.
+        max_delay: cap of any one wait, Retry-After included.
+        timeout: seconds per attempt (``None``: no limit); exceeding it raises the
+            retryable :class:`~contextlens.judges.base.BackendTimeout`.
+        budget: seconds for the whole call, attempts and waits together: no wait that
+            would end past it is started (an attempt already started runs to its timeout).
+        jitter: full jitter on back-off waits (uniform in ``[0, ceiling]``) and up to 10%
+            added to Retry-After waits, so that concurrent callers spread out.
+    """
+
+    max_attempts: int = 6
+    initial_delay: float = 0.5
+    max_delay: float = 30.0
+    timeout: float | None = 60.0
+    budget: float = 300.0
+    jitter: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        for name in ("initial_delay", "max_delay", "budget"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 or None, got {self.timeout}")
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether ``exc`` may go away on another try: errors flagged ``retryable`` (see
+    :class:`~contextlens.judges.base.BackendError`) and timeouts."""
+    return getattr(exc, "retryable", False) is True or isinstance(
+        exc, (asyncio.TimeoutError, TimeoutError)
+    )
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    value: Any = getattr(exc, "retry_after", None)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value >= 0 and math.isfinite(value) else None
+
+
+async def call_with_retry(
+    fn: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    on_retry: Callable[[BaseException, float], None] | None = None,
+) -> T:
+    """Await ``fn()`` until it succeeds, retrying retryable errors under ``policy``.
+
+    Each wait is the error's ``retry_after`` when it has one (capped at ``max_delay``),
+    else exponential back-off. Stops after ``max_attempts``, when the next wait would
+    end past the budget, or when the server's Retry-After alone exceeds what is left of
+    it; the last error is then raised as is. Non-retryable errors are raised at once.
+    ``on_retry(error, wait_seconds)`` is called before each wait.
+    """
+    started = time.monotonic()
+    waits: dict[int, float] = {}  # attempt number -> the wait planned after it
+
+    def planned_wait(state: RetryCallState) -> float:
+        # Computed once per attempt: stop, wait and before_sleep all see the same value
+        # whatever order the tenacity version calls them in.
+        n = state.attempt_number
+        if n not in waits:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            retry_after = _retry_after(exc)
+            if retry_after is not None:
+                extra = random.uniform(0.0, 0.1 * retry_after) if policy.jitter else 0.0
+                wait = min(retry_after + extra, policy.max_delay)
+            else:
+                ceiling = min(policy.max_delay, policy.initial_delay * 2.0 ** min(n - 1, 64))
+                wait = random.uniform(0.0, ceiling) if policy.jitter else ceiling
+            waits[n] = wait
+        return waits[n]
+
+    def stop(state: RetryCallState) -> bool:
+        if state.attempt_number >= policy.max_attempts:
+            return True
+        remaining = policy.budget - (time.monotonic() - started)
+        exc = state.outcome.exception() if state.outcome is not None else None
+        retry_after = _retry_after(exc)
+        if retry_after is not None and retry_after > remaining:
+            return True
+        return planned_wait(state) > remaining
+
+    def before_sleep(state: RetryCallState) -> None:
+        if on_retry is not None and state.outcome is not None:
+            exc = state.outcome.exception()
+            if exc is not None:
+                on_retry(exc, planned_wait(state))
+
+    async def attempt() -> T:
+        if policy.timeout is None:
+            return await fn()
+        begun = time.monotonic()
+        try:
+            return await asyncio.wait_for(fn(), policy.timeout)
+        except asyncio.TimeoutError:
+            if time.monotonic() - begun < policy.timeout:
+                raise  # raised by fn itself, not our timeout (still retryable)
+            raise BackendTimeout(f"no reply within {policy.timeout:g}s") from None
+
+    retrying = AsyncRetrying(
+        stop=stop,
+        wait=planned_wait,
+        retry=retry_if_exception(is_retryable),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    return await retrying(attempt)
