@@ -8,6 +8,7 @@ and its ``ru_maxrss``). The server's counters are read over a pipe.
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing as mp
 import os
 import resource
@@ -18,8 +19,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from contextlens import evaluate
 from contextlens.metrics.context import Context
+from contextlens.runner import evaluate
 from contextlens.schemas import Batch, Dataset
 
 _TOPICS = (
@@ -47,7 +48,7 @@ def make_sessions(n_sessions: int, per_session: int, tag: str = "") -> list[Data
         conversation = [
             Batch(
                 qa_id=f"q{i}",
-                query=f"Question {i} of customer {s}{tag}: how does {topic} work for order {s}-{i}?",
+                query=f"Question {i} of customer {s}{tag}: how do {topic} work for order {s}-{i}?",
                 assistant=(
                     f"For order {s}-{i}, {topic} follow our policy: orders over "
                     f"{20 + s % 80} EUR ship free and refunds take {3 + s % 9} days."
@@ -90,10 +91,22 @@ def _serve(conn: Any, options: dict[str, Any]) -> None:
                     "peak_in_flight": server.peak_in_flight,
                     "status_counts": dict(server.status_counts),
                     "prompt_tokens": server.prompt_tokens,
+                    "reasks": _distinct_reasks(server.requests),
                     "cpu_s": usage.ru_utime + usage.ru_stime,
                 }
             )
     conn.send(None)
+
+
+def _distinct_reasks(requests: list[dict[str, Any]]) -> int:
+    """Distinct re-ask prompts received (a re-ask carries the judge's bad reply as an
+    assistant message; a retried re-ask is the same prompt, counted once)."""
+    seen = {
+        json.dumps(r["messages"])
+        for r in requests
+        if any(m.get("role") == "assistant" for m in r.get("messages", []))
+    }
+    return len(seen)
 
 
 class RemoteServer:
@@ -169,7 +182,12 @@ def print_table(headers: list[str], rows: list[list[Any]]) -> None:
     cells = [headers, *[[_fmt(v) for v in row] for row in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
-        print("  ".join(v.rjust(w) if n else v.ljust(w) for v, w in zip(row, widths)))
+        print(
+            "  ".join(
+                v.rjust(w) if n and i else v.ljust(w)
+                for i, (v, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
         if n == 0:
             print("  ".join("-" * w for w in widths))
     print()

@@ -364,3 +364,21 @@ def test_opik_example_runs_with_a_judge_from_the_environment(exported, capsys):
         exported.setenv("CONTEXTLENS_JUDGE", f"{server.base_url}#judge")
         runpy.run_path(str(EXAMPLE), run_name="__main__")
     assert capsys.readouterr().out.splitlines()[:2] == ["1.0", "Paris, as expected."]
+
+
+def test_track_records_in_the_configured_store_only(tmp_path):
+    from contextlens import store as store_mod
+
+    metric = ContextPrecision()
+    metric.score(input="q", output="Paris", expected_output="Paris", context=["Paris is big."])
+    assert store_mod.active_store() is None
+    store_mod.configure(tmp_path / "runs.sqlite3")
+    try:
+        metric.score(input="q2", output="Paris", expected_output="Paris", context=["Paris."])
+        ContextPrecision(track=False).score(
+            input="q3", output="x", expected_output="x", context=["x"]
+        )
+        [info] = store_mod.active_store().list_runs()
+        assert info.n_items == 1
+    finally:
+        store_mod.configure(None)

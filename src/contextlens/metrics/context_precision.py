@@ -42,6 +42,7 @@ from contextlens.judges.resolve import backend_from_spec
 from contextlens.metrics.base import Services, data_block, load_prompt, make_services
 from contextlens.offline.precision import PrecisionItem, score_precision
 from contextlens.schemas import MetricResult, ModelTestCase, ScoreResult
+from contextlens.store import record_score
 from contextlens.sync import run_sync
 
 log = logging.getLogger("contextlens.context_precision")
@@ -285,6 +286,11 @@ def _services(model: Any, seed: int | None, temperature: float | None) -> Servic
     return make_services(model)
 
 
+def _case_label(case: PrecisionCase) -> str:
+    """A readable id for a tracked score: the start of the input."""
+    return (case.input or case.output)[:80]
+
+
 class ContextPrecision:
     """How precisely an output fits the expected output, given the context (Opik's surface).
 
@@ -297,8 +303,9 @@ class ContextPrecision:
         few_shot_examples: replaces the default examples; a list of dicts or pydantic
             objects with ``title, input, expected_output, context, output,
             context_precision_score, reason``. None uses the defaults; ``[]`` uses none.
-        track: kept for Opik compatibility. Nothing is ever sent anywhere; results will be
-            recorded in a local run store once one is configured, and today nothing is stored.
+        track: nothing is ever sent anywhere. When a local run store is configured
+            (:func:`contextlens.store.configure`), each score is recorded there; otherwise
+            nothing is stored.
         seed, temperature: sent with each request when ``model`` is a spec string (the
             OpenAI-compatible and LiteLLM backends); ignored for LangChain models and Judge
             objects, which carry their own settings. ``temperature=None`` keeps the backend's
@@ -393,6 +400,8 @@ class ContextPrecision:
             input=input, output=output, expected_output=expected_output, context=context
         )
         result = await self.compute(case, self.services)
+        if self.track:
+            record_score(self.name, _case_label(case), result.score, result.reason, result.error)
         if result.failed:
             raise MetricComputationError(f"{self.name}: {result.error}")
         return to_score_result(result, self.name)

@@ -9,8 +9,8 @@ Each sentence of the reply is a claim. A claim's support combines three signals:
   (``24/7`` against "Mon-Fri 9am-5pm" is two new numbers).
 
 They are combined by a logistic function into a probability-like support in [0, 1].
-Questions back to the user ("Anything else I can help with?") make no claim and are
-left out unless the reply has nothing else. The reply's score is the mean support of its
+Questions back to the user ("Anything else I can help with?") and bare acknowledgements
+("Yes.") make no claim and are left out unless the reply has nothing else. The reply's score is the mean support of its
 claims, pulled towards its weakest claim (one unsupported claim is a deviation).
 
 This is an approximation of what a careful reader would say, not a language model: it
@@ -63,8 +63,9 @@ class SupportItem:
 
 
 def _claims(reply: str) -> list[str]:
+    """The sentences that state something: not questions, not bare "Yes." or "Sure!"."""
     found = sentences(reply)
-    statements = [s for s in found if not is_question(s)]
+    statements = [s for s in found if not is_question(s) and (content_words(s) or numbers(s))]
     return statements or found
 
 

@@ -1,0 +1,5 @@
+"""``python -m contextlens``."""
+
+from contextlens.cli import main
+
+main()

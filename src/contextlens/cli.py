@@ -1,0 +1,380 @@
+"""The ``contextlens`` command: run, demo, schema, runs, compare.
+
+Exit status: 0 ok; 1 a ``--fail-under`` threshold missed; 2 bad input or usage (with a
+message naming the file, line and field; never a traceback for a user mistake).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from contextlens.errors import ContextLensError, InputError
+
+app = typer.Typer(
+    help="Measure how well an LLM assistant or a RAG pipeline uses its context.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+METRIC_NAMES = ("context", "contextual-relevancy", "context-precision", "context-similarity")
+_KNOWN_PREFIXES = ("offline", "openai:", "litellm:", "http://", "https://")
+
+
+class UsageProblem(ContextLensError):
+    """A mistake in the command line (exit status 2)."""
+
+
+def build_metric(name: str) -> Any:
+    """The metric object a CLI name stands for."""
+    from contextlens.metrics.context import Context
+    from contextlens.metrics.context_precision import ContextPrecision
+    from contextlens.metrics.context_similarity import ContextSimilarityEvaluator
+    from contextlens.metrics.contextual_relevancy import ContextualRelevancyMetric
+    from contextlens.stats import BayesianMode
+
+    factories = {
+        "context": lambda: Context(BayesianMode()),
+        "contextual-relevancy": ContextualRelevancyMetric,
+        "context-precision": ContextPrecision,
+        "context-similarity": ContextSimilarityEvaluator,
+    }
+    if name not in factories:
+        raise UsageProblem(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
+    return factories[name]()
+
+
+def load_object(spec: str) -> Any:
+    """``module:attr`` from user code (called when it is a factory with no arguments)."""
+    module_name, _, attr = spec.partition(":")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UsageProblem(f"cannot load {spec!r}: {exc}") from None
+    return obj() if inspect.isclass(obj) or inspect.isfunction(obj) else obj
+
+
+def judge_from_spec(spec: str | None) -> Any:
+    """A judge spec string as the runner takes it, or a LangChain model from ``module:attr``."""
+    if spec is None or spec.startswith(_KNOWN_PREFIXES) or ":" not in spec:
+        return spec
+    return load_object(spec)
+
+
+def parse_thresholds(items: list[str]) -> dict[str, float]:
+    """``["context=0.7"]`` -> ``{"context": 0.7}``."""
+    found: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            found[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise UsageProblem(f"--fail-under expects METRIC=VALUE, got {item!r}")
+    return found
+
+
+def summary_table(run: Any) -> Table:
+    """Per metric: mean, interval, n, failures, calls, tokens, cost; the run time below."""
+    table = Table(title=f"contextlens run {run.run_id} ({run.judge})", title_justify="left")
+    for col in ("metric", "mean", "interval", "n", "failed", "calls", "tokens in/out", "cost"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for s in run.summaries.values():
+        acc = s.accounting or {}
+        interval = f"[{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None else "-"
+        cost = acc.get("cost")
+        priced = cost is not None and not acc.get("unpriced_calls")
+        table.add_row(
+            s.metric,
+            f"{s.mean:.3f}" if s.mean is not None else "-",
+            interval,
+            str(s.n),
+            f"[red]{s.n_failed}[/red]" if s.n_failed else "0",
+            str(acc.get("calls", 0)),
+            f"{acc.get('prompt_tokens', 0):,}/{acc.get('completion_tokens', 0):,}",
+            f"${cost:.4f}" if priced else ("-" if not acc.get("calls") else "unpriced"),
+        )
+    table.caption = f"{run.duration_s:.1f} s; cache hits {run.accounting['total']['cache_hits']}"
+    return table
+
+
+def gate(run: Any, thresholds: dict[str, float], mode: str) -> list[str]:
+    """The thresholds a run misses: by the point value, or by the interval's upper bound."""
+    missed = []
+    for name, bar in thresholds.items():
+        summary = _summary_for(run, name)
+        value = summary.mean if mode == "point" else summary.ci_high
+        if value is None or value < bar:
+            shown = "no score" if value is None else f"{value:.3f}"
+            what = "mean" if mode == "point" else "upper bound of the interval"
+            missed.append(f"{summary.metric}: {what} {shown} < {bar}")
+    return missed
+
+
+def _summary_for(run: Any, name: str) -> Any:
+    if name in run.summaries:
+        return run.summaries[name]
+    key = name.replace("-", "_")
+    for metric, summary in run.summaries.items():
+        if metric.replace("-", "_").replace(" ", "_").lower().startswith(key):
+            return summary
+    raise UsageProblem(f"--fail-under names {name!r}, which this run did not measure")
+
+
+@app.command()
+def run(
+    data: Annotated[Path, typer.Argument(help="JSONL, CSV or Parquet file of cases")],
+    metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric(s) to run")] = [],  # noqa: B006
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            help="offline | openai:MODEL | http://HOST:PORT/v1#MODEL | "
+            "litellm:PROVIDER/MODEL | module:attr"
+        ),
+    ] = None,
+    embedder: Annotated[
+        str | None, typer.Option(help="minilm (default) or module:attr of an embeddings object")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(help="judge calls in flight at most")] = 16,
+    repeats: Annotated[int, typer.Option(help="ask the judge K times per item")] = 1,
+    out_dir: Annotated[Path, typer.Option("--out", help="folder for the results")] = Path(
+        "contextlens-out"
+    ),
+    fail_under: Annotated[
+        list[str], typer.Option(help="METRIC=VALUE: exit 1 when the metric is below VALUE")
+    ] = [],  # noqa: B006
+    fail_mode: Annotated[
+        str, typer.Option(help="point: the mean must reach VALUE; interval: its upper bound")
+    ] = "point",
+    store: Annotated[Path | None, typer.Option(help="run store file (default: user data)")] = None,
+    no_store: Annotated[bool, typer.Option("--no-store", help="do not record the run")] = False,
+    cache: Annotated[
+        str | None, typer.Option(help="cache file, or 'off' (default: user cache folder)")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+) -> None:
+    """Evaluate DATA with the chosen metrics; write results.jsonl, summary.json, report.html."""
+    from contextlens.loaders import load_cases
+    from contextlens.runner import evaluate
+
+    if fail_mode not in ("point", "interval"):
+        raise UsageProblem(f"--fail-mode must be point or interval, got {fail_mode!r}")
+    thresholds = parse_thresholds(fail_under)
+    names = metric or ["context"]
+    metrics = [build_metric(n) for n in names]
+    kind, cases = load_cases(data)
+    wanted = "sessions" if kind == "sessions" else "test_cases"
+    for name, m in zip(names, metrics, strict=True):
+        takes = "sessions" if m.case_type.__name__ == "Dataset" else "test_cases"
+        if takes != wanted:
+            raise InputError(
+                f"metric {name!r} needs {takes.replace('_', ' ')}, but the file holds "
+                f"{kind.replace('_', ' ')} (see `contextlens schema`)",
+                file=str(data),
+            )
+    result = evaluate(
+        cases,
+        metrics,
+        judge=judge_from_spec(judge),
+        embedder=load_object(embedder) if embedder and embedder != "minilm" else None,
+        max_concurrency=concurrency,
+        cache=False if cache == "off" else (cache or True),
+        repeats=repeats,
+        out=out_dir,
+        progress=False if quiet else None,
+    )
+    _finish(
+        result,
+        out_dir,
+        store,
+        no_store,
+        config={
+            "data": str(data),
+            "metrics": names,
+            "judge": judge or "offline",
+            "embedder": embedder or "minilm",
+            "concurrency": concurrency,
+            "repeats": repeats,
+        },
+        data=data,
+    )
+    missed = gate(result, thresholds, fail_mode)
+    for line in missed:
+        err.print(f"[red]threshold missed[/red] {line}")
+    if missed:
+        raise typer.Exit(1)
+
+
+def _finish(
+    result: Any, out_dir: Path, store: Path | None, no_store: bool, *, config: dict, data: Path
+) -> None:
+    from contextlens.report.html import write_report
+    from contextlens.store import RunStore, fingerprint_file
+
+    report = write_report(result, out_dir / "report.html")
+    out.print(summary_table(result))
+    if not no_store:
+        RunStore(store).record(
+            result, config=config, dataset=str(data), dataset_fingerprint=fingerprint_file(data)
+        )
+    out.print(f"results: {out_dir / 'results.jsonl'}\nreport:  {report}")
+
+
+@app.command()
+def demo(
+    out_dir: Annotated[Path, typer.Option("--out", help="folder for the results")] = Path(
+        "contextlens-out/demo"
+    ),
+) -> None:
+    """Run the bundled TechStore sessions through `context`, offline."""
+    from importlib import resources
+
+    from contextlens.loaders import load_cases
+    from contextlens.runner import evaluate
+
+    data = Path(str(resources.files("contextlens.demo").joinpath("techstore.jsonl")))
+    _, cases = load_cases(data)
+    result = evaluate(cases, [build_metric("context")], cache=False, out=out_dir, progress=False)
+    for item in result.iter_results():
+        out.print(f"[bold]{item.case_id}[/bold]  context awareness {item.score:.2f}")
+        for inter in item.details["interactions"]:
+            mark = "[green]PASS[/green]" if inter["context_awareness"] >= 0.8 else "[red]FAIL[/red]"
+            out.print(
+                f"  {inter['qa_id']} {mark} {inter['context_awareness']:.2f}  {inter['reason']}"
+            )
+    _finish(result, out_dir, None, True, config={"demo": True}, data=data)
+
+
+@app.command()
+def schema() -> None:
+    """The columns each input file takes."""
+    from contextlens.loaders import CASE_COLUMNS, SESSION_COLUMNS
+
+    for title, columns in (
+        (
+            "Sessions (metric: context) — JSONL objects with a `conversation` list, or one "
+            "interaction per row:",
+            SESSION_COLUMNS,
+        ),
+        (
+            "Test cases (contextual-relevancy, context-precision, context-similarity) — one "
+            "case per row:",
+            CASE_COLUMNS,
+        ),
+    ):
+        table = Table(title=title, title_justify="left", show_header=True)
+        table.add_column("column")
+        table.add_column("meaning")
+        for name, meaning in columns.items():
+            table.add_row(name, meaning)
+        out.print(table)
+
+
+@app.command()
+def runs(
+    store: Annotated[Path | None, typer.Option(help="run store file")] = None,
+    limit: Annotated[int, typer.Option(help="how many")] = 20,
+) -> None:
+    """List recorded runs, newest first."""
+    from contextlens.store import RunStore
+
+    table = Table()
+    for col in ("run", "started", "judge", "data", "items", "means"):
+        table.add_column(col)
+    for info in RunStore(store).list_runs(limit=limit):
+        means = ", ".join(
+            f"{k} {v:.3f}" if v is not None else f"{k} -" for k, v in info.means.items()
+        )
+        table.add_row(
+            info.run_id, info.started_at, info.judge, info.dataset or "-", str(info.n_items), means
+        )
+    out.print(table)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, typer.Argument(help="the baseline run id (a prefix is enough)")],
+    run_b: Annotated[str, typer.Argument(help="the candidate run id")],
+    store: Annotated[Path | None, typer.Option(help="run store file")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="folder for compare.html")] = Path(
+        "contextlens-out"
+    ),
+) -> None:
+    """Paired comparison of two runs: mean difference, interval, P(B better)."""
+    from contextlens.compare import compare as compare_runs
+    from contextlens.report.html import write_report
+    from contextlens.store import RunStore
+
+    runs_store = RunStore(store)
+    a, b = runs_store.load(run_a), runs_store.load(run_b)
+    result = compare_runs(a, b)
+    table = Table(title=f"{a.run_id} (A) vs {b.run_id} (B)", title_justify="left")
+    for col in (
+        "metric",
+        "pairs",
+        "A",
+        "B",
+        "B - A",
+        "interval",
+        "P(B better)",
+        "unpaired",
+        "verdict",
+    ):
+        table.add_column(col)
+    for m in result.metrics:
+        interval = f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]" if m.ci_low is not None else "-"
+        table.add_row(
+            m.metric,
+            str(m.n_paired),
+            _f(m.mean_a),
+            _f(m.mean_b),
+            _f(m.mean_diff, signed=True),
+            interval,
+            _f(m.p_b_better),
+            str(m.n_only_a + m.n_only_b + m.n_failed_a + m.n_failed_b),
+            m.verdict,
+        )
+    out.print(table)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    page = write_report(b, out_dir / "compare.html", comparison=result)
+    out.print(f"report: {page}")
+
+
+def _f(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def main() -> None:
+    """Entry point: user mistakes exit 2 with a message, never a traceback."""
+    try:
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (ContextLensError, ValueError, FileNotFoundError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        sys.exit(2)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        raise

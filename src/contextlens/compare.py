@@ -1,0 +1,283 @@
+"""Paired comparison of two runs: is run B better than run A, and how sure are we?
+
+For each metric, the items both runs *scored* are paired by ``case_id``; everything else
+(items only in one run, failed items, case ids repeated within a run) is counted, never
+silently dropped. On the pairs, ``d_i = b_i - a_i``; the mean difference gets an
+equal-tailed credible interval from a paired Bayesian bootstrap (Dirichlet(1, ..., 1)
+weights on the pairs), and ``p_b_better`` is the posterior share of draws of the mean
+difference above 0 (draws exactly at 0 count half, so all-equal scores give 0.5).
+
+Every metric scores "higher is better". Verdicts, with ``threshold`` (default 0.95):
+
+- all paired differences exactly 0: ``"identical scores"``;
+- ``p_b_better >= threshold``: ``"B is better (P=0.982)"``;
+- ``p_b_better <= 1 - threshold``: ``"B is worse (P=0.018)"``;
+- otherwise: ``"no clear difference (P=0.550)"``;
+- fewer than 2 pairs: no interval, no P, ``"too few paired items (1)"`` (or why none).
+
+Results are deterministic for a ``seed``: each metric has its own random stream derived
+from the seed and the metric name, and pairs are taken in ``case_id`` order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from contextlens.runner import EvalRun, ItemResult
+from contextlens.stats import BayesianMode, bayesian_bootstrap_means
+
+__all__ = ["BETTER_AT", "Comparison", "MetricComparison", "PairedDiff", "compare"]
+
+BETTER_AT = 0.95
+"""Default ``threshold``: P(B better) at or above it is "better", at or below 1 - it "worse"."""
+
+
+class PairedDiff(BaseModel):
+    """One paired item: its scores in A and B and ``diff = b - a``."""
+
+    case_id: str
+    a: float
+    b: float
+    diff: float
+
+
+class MetricComparison(BaseModel):
+    """The comparison of one metric between run A and run B.
+
+    Counts: ``n_a``/``n_b`` items of the metric in each run; ``n_paired`` pairs used;
+    ``n_only_a``/``n_only_b`` items whose case is absent from the other run;
+    ``n_failed_a``/``n_failed_b`` failed items (wherever their case is);
+    ``n_duplicate_a``/``n_duplicate_b`` items whose case id occurs more than once in the
+    run (ambiguous, not paired). ``n_a - n_paired`` items of A are not paired, each for at
+    least one of those reasons (or because its partner in B failed).
+    """
+
+    metric: str
+    n_a: int
+    n_b: int
+    n_paired: int
+    n_only_a: int
+    n_only_b: int
+    n_failed_a: int
+    n_failed_b: int
+    n_duplicate_a: int = 0
+    n_duplicate_b: int = 0
+    mean_a: float | None
+    mean_b: float | None
+    mean_diff: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_level: float
+    p_b_better: float | None
+    verdict: str
+    notes: list[str] = Field(default_factory=list)
+    pairs: list[PairedDiff] = Field(default_factory=list)
+
+    @property
+    def n_unpaired_a(self) -> int:
+        return self.n_a - self.n_paired
+
+    @property
+    def n_unpaired_b(self) -> int:
+        return self.n_b - self.n_paired
+
+
+class Comparison(BaseModel):
+    """What :func:`compare` returns: one :class:`MetricComparison` per metric."""
+
+    run_a: str
+    run_b: str
+    mc_samples: int
+    ci_level: float
+    seed: int | None
+    threshold: float
+    metrics: list[MetricComparison]
+
+    def metric(self, name: str) -> MetricComparison:
+        """The comparison of metric ``name``; ``KeyError`` naming the known ones."""
+        for m in self.metrics:
+            if m.metric == name:
+                return m
+        raise KeyError(f"no metric {name!r} in this comparison; have {self.names}")
+
+    @property
+    def names(self) -> list[str]:
+        return [m.metric for m in self.metrics]
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        """Metric name -> verdict text."""
+        return {m.metric: m.verdict for m in self.metrics}
+
+
+_Side = dict[str, dict[str, list[float | None]]]  # metric -> case_id -> scores (None: failed)
+
+
+def _score(item: ItemResult) -> float | None:
+    s = item.score
+    if item.error is not None or s is None or not math.isfinite(s):
+        return None
+    return float(s)
+
+
+def _collect(results: Iterable[ItemResult]) -> _Side:
+    side: _Side = {}
+    for item in results:
+        side.setdefault(item.metric, {}).setdefault(item.case_id, []).append(_score(item))
+    return side
+
+
+def _load(run: Any, store: Any) -> Any:
+    if not isinstance(run, str):
+        return run
+    if store is None:
+        from contextlens.store import RunStore, active_store
+
+        store = active_store() or RunStore()
+    return store.load(run)
+
+
+def compare(
+    run_a: EvalRun | str,
+    run_b: EvalRun | str,
+    *,
+    mc_samples: int = 5000,
+    ci_level: float = 0.95,
+    seed: int | None = 42,
+    threshold: float = BETTER_AT,
+    store: Any = None,
+) -> Comparison:
+    """Compare run B against run A, metric by metric, on the items both scored.
+
+    ``run_a``/``run_b``: :class:`EvalRun` objects (fresh or loaded from a store) or run ids
+    (full or a unique prefix) looked up in ``store`` (default: the active store, else the
+    default store file). ``mc_samples`` bootstrap draws per metric; ``ci_level`` of the
+    interval; ``seed`` for reproducible draws (``None``: fresh entropy); ``threshold`` for
+    the verdicts (see the module docstring).
+    """
+    if isinstance(mc_samples, bool) or not isinstance(mc_samples, (int, np.integer)):
+        raise TypeError(f"mc_samples must be an int, got {type(mc_samples).__name__}")
+    if mc_samples < 100:
+        raise ValueError(f"mc_samples must be >= 100 for a usable interval, got {mc_samples}")
+    if not 0.0 < ci_level < 1.0:
+        raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
+    if not 0.5 < threshold < 1.0:
+        raise ValueError(f"threshold must be strictly between 0.5 and 1, got {threshold!r}")
+    a_run, b_run = _load(run_a, store), _load(run_b, store)
+    mode = BayesianMode(mc_samples=int(mc_samples), ci_level=ci_level, rng_seed=seed)
+    a_side, b_side = _collect(a_run.iter_results()), _collect(b_run.iter_results())
+    names = list(dict.fromkeys([*a_run.summaries, *a_side, *b_run.summaries, *b_side]).keys())
+    return Comparison(
+        run_a=a_run.run_id,
+        run_b=b_run.run_id,
+        mc_samples=int(mc_samples),
+        ci_level=ci_level,
+        seed=seed,
+        threshold=threshold,
+        metrics=[
+            _compare_metric(
+                name,
+                a_side.get(name, {}),
+                b_side.get(name, {}),
+                mode,
+                threshold,
+                in_a=name in a_run.summaries or name in a_side,
+                in_b=name in b_run.summaries or name in b_side,
+            )
+            for name in names
+        ],
+    )
+
+
+def _compare_metric(
+    name: str,
+    a: dict[str, list[float | None]],
+    b: dict[str, list[float | None]],
+    mode: BayesianMode,
+    threshold: float,
+    *,
+    in_a: bool,
+    in_b: bool,
+) -> MetricComparison:
+    dup_a = {c for c, v in a.items() if len(v) > 1}
+    dup_b = {c for c, v in b.items() if len(v) > 1}
+    pairs = []
+    for case_id in sorted(set(a) & set(b) - dup_a - dup_b):
+        sa, sb = a[case_id][0], b[case_id][0]
+        if sa is not None and sb is not None:
+            pairs.append(PairedDiff(case_id=case_id, a=sa, b=sb, diff=sb - sa))
+    n_a = sum(len(v) for v in a.values())
+    n_b = sum(len(v) for v in b.values())
+    n = len(pairs)
+    notes = []
+    if n_a - n or n_b - n:
+        notes.append(
+            f"not paired: {n_a - n} of {n_a} items in A, {n_b - n} of {n_b} in B "
+            "(see the n_only, n_failed and n_duplicate counts)"
+        )
+    if dup_a or dup_b:
+        notes.append(
+            f"case ids repeated within a run are ambiguous and not paired: "
+            f"{len(dup_a)} in A, {len(dup_b)} in B"
+        )
+    mean_a = mean_b = mean_diff = ci_low = ci_high = p = None
+    d = np.zeros(0)
+    if n:
+        av = np.array([x.a for x in pairs])
+        bv = np.array([x.b for x in pairs])
+        d = bv - av
+        mean_a, mean_b, mean_diff = float(av.mean()), float(bv.mean()), float(d.mean())
+    if not in_a or not in_b:
+        verdict = f"only in run {'A' if in_a else 'B'}"
+    elif n == 0:
+        verdict = "no paired items"
+        notes.append("no item was scored in both runs: nothing to compare")
+    elif n == 1:
+        verdict = "too few paired items (1)"
+        notes.append("one paired item gives no interval and no probability")
+    else:
+        draws = bayesian_bootstrap_means(
+            d, np.full(n, 1.0 / n), mode.mc_samples, mode.seed_sequence(f"compare/{name}")
+        )
+        tail = (1.0 - mode.ci_level) / 2.0
+        low, high = np.quantile(draws, [tail, 1.0 - tail])
+        ci_low, ci_high = float(low), float(high)
+        p = float(np.mean(draws > 0.0) + 0.5 * np.mean(draws == 0.0))
+        verdict = _verdict(p, threshold, identical=not np.any(d))
+    return MetricComparison(
+        metric=name,
+        n_a=n_a,
+        n_b=n_b,
+        n_paired=n,
+        n_only_a=sum(len(v) for c, v in a.items() if c not in b),
+        n_only_b=sum(len(v) for c, v in b.items() if c not in a),
+        n_failed_a=sum(s is None for v in a.values() for s in v),
+        n_failed_b=sum(s is None for v in b.values() for s in v),
+        n_duplicate_a=sum(len(a[c]) for c in dup_a),
+        n_duplicate_b=sum(len(b[c]) for c in dup_b),
+        mean_a=mean_a,
+        mean_b=mean_b,
+        mean_diff=mean_diff,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        ci_level=mode.ci_level,
+        p_b_better=p,
+        verdict=verdict,
+        notes=notes,
+        pairs=pairs,
+    )
+
+
+def _verdict(p: float, threshold: float, *, identical: bool) -> str:
+    if identical:
+        return "identical scores"
+    if p >= threshold:
+        return f"B is better (P={p:.3f})"
+    if p <= 1.0 - threshold:
+        return f"B is worse (P={p:.3f})"
+    return f"no clear difference (P={p:.3f})"

@@ -1,0 +1,5 @@
+"""The HTML report: one self-contained page per run (and optionally a comparison)."""
+
+from contextlens.report.html import render_report, write_report
+
+__all__ = ["render_report", "write_report"]

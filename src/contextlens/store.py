@@ -1,0 +1,695 @@
+"""A local run history: every :class:`~contextlens.runner.EvalRun` in one SQLite file.
+
+One file, shared safely by threads and processes (WAL journal, a busy timeout, one
+connection per thread, writes in ``BEGIN IMMEDIATE`` transactions). A run is stored with
+what is needed to reproduce and compare it: judge, embedder, repeats, the caller's config
+(metrics, CLI arguments), the dataset path and fingerprint, library versions, summaries,
+accounting, and every item result.
+
+Reading a run back (:meth:`RunStore.load`) gives a :class:`StoredRun`, which *is* an
+``EvalRun`` (a subclass with a few extra fields), so reports and :func:`contextlens.compare`
+take a fresh run and a stored one alike. As for an ``EvalRun`` written to ``out=``, read
+the items with ``iter_results()``: they are streamed from the file page by page and
+``results`` stays empty unless ``load(..., results=True)`` is asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import secrets
+import sqlite3
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import platformdirs
+from pydantic import BaseModel, Field, PrivateAttr
+
+from contextlens.errors import ContextLensError, InputError
+from contextlens.runner import EvalRun, ItemResult, MetricSummary
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "RunInfo",
+    "RunStore",
+    "StoreError",
+    "StoredRun",
+    "active_store",
+    "configure",
+    "default_store_path",
+    "fingerprint_cases",
+    "fingerprint_file",
+    "record_score",
+]
+
+SCHEMA_VERSION = 1
+"""Stored in ``PRAGMA user_version``. A file with a newer version is refused; run history
+is never dropped, so later versions migrate older files in place."""
+
+_BUSY_TIMEOUT = 30.0
+_BATCH = 1000  # item rows per executemany / per page read back
+_MAX_CANDIDATES = 10
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    started_ts REAL NOT NULL,
+    recorded_at REAL NOT NULL,
+    duration_s REAL NOT NULL,
+    judge TEXT NOT NULL,
+    embedder TEXT NOT NULL,
+    repeats INTEGER NOT NULL,
+    out_dir TEXT,
+    dataset TEXT,
+    dataset_fingerprint TEXT,
+    config TEXT NOT NULL,
+    versions TEXT NOT NULL,
+    summaries TEXT NOT NULL,
+    accounting TEXT NOT NULL,
+    n_cases INTEGER NOT NULL DEFAULT 0,
+    n_items INTEGER NOT NULL DEFAULT 0,
+    n_failed INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS runs_by_time ON runs (started_ts, recorded_at);
+CREATE TABLE IF NOT EXISTS items (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    case_id TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    score REAL,
+    error TEXT,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS items_by_case ON items (run_id, case_id);
+"""
+
+_RUN_COLUMNS = (
+    "run_id",
+    "started_at",
+    "started_ts",
+    "recorded_at",
+    "duration_s",
+    "judge",
+    "embedder",
+    "repeats",
+    "out_dir",
+    "dataset",
+    "dataset_fingerprint",
+    "config",
+    "versions",
+    "summaries",
+    "accounting",
+)
+_ITEM_INSERT = (
+    "INSERT INTO items (run_id, seq, case_id, metric, score, error, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+# Connections a forked child inherited from its parent: never used nor closed there.
+_inherited: list[sqlite3.Connection] = []
+
+
+class StoreError(ContextLensError):
+    """The run store file cannot be opened or used."""
+
+
+def default_store_path() -> Path:
+    """``$CONTEXTLENS_STORE`` when set, else ``runs.sqlite3`` in the user data folder."""
+    env = os.environ.get("CONTEXTLENS_STORE")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("contextlens")) / "runs.sqlite3"
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+
+def fingerprint_file(path: str | os.PathLike[str]) -> str:
+    """SHA-256 hex digest of the file's bytes (read 1 MiB at a time)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fingerprint_cases(cases: Iterable[Any]) -> str:
+    """SHA-256 hex digest of in-memory cases, in order (consumes an iterator).
+
+    Each case (a pydantic model, a dict or any JSON value) is hashed as canonical JSON
+    (sorted keys, compact), one line per case, so equal data gives an equal fingerprint in
+    any process.
+    """
+    digest = hashlib.sha256()
+    for case in cases:
+        value = case.model_dump(mode="json") if isinstance(case, BaseModel) else case
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+        digest.update(text.encode("utf-8", "surrogatepass") + b"\n")
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- models
+
+
+class RunInfo(BaseModel):
+    """One line of :meth:`RunStore.list_runs`: a run at a glance."""
+
+    run_id: str
+    started_at: str
+    judge: str
+    dataset: str | None
+    n_cases: int
+    n_items: int
+    n_failed: int
+    means: dict[str, float | None]
+
+
+class StoredRun(EvalRun):
+    """An :class:`EvalRun` read back from a :class:`RunStore`, plus what was recorded with it.
+
+    ``iter_results()`` streams the items from the store (unless ``results`` was filled by
+    ``load(..., results=True)``); ``to_pandas()`` and ``failures()`` use it.
+    """
+
+    config: dict[str, Any] = Field(default_factory=dict)
+    dataset: str | None = None
+    dataset_fingerprint: str | None = None
+    versions: dict[str, str | None] = Field(default_factory=dict)
+    recorded_at: str | None = None
+    _store_path: str | None = PrivateAttr(default=None)
+
+    def iter_results(self) -> Iterator[ItemResult]:
+        """Every item result, in the order they were recorded."""
+        if self.results or self._store_path is None:
+            yield from self.results
+            return
+        path = Path(self._store_path)
+        if not path.exists():
+            raise StoreError(f"the run store {path} of run {self.run_id!r} is gone")
+        conn = _connect(path)
+        try:
+            last = -1
+            while True:
+                try:
+                    rows = conn.execute(
+                        "SELECT seq, data FROM items WHERE run_id = ? AND seq > ? "
+                        "ORDER BY seq LIMIT ?",
+                        (self.run_id, last, _BATCH),
+                    ).fetchall()
+                except sqlite3.Error as exc:
+                    raise StoreError(f"cannot read run {self.run_id!r} from {path}: {exc}") from exc
+                for _, data in rows:
+                    yield ItemResult.model_validate_json(data)
+                if len(rows) < _BATCH:
+                    return
+                last = rows[-1][0]
+        finally:
+            conn.close()
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(
+            path, timeout=_BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the run store {path}: {exc}") from exc
+    conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
+    return conn
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (the write lock taken up front), rolled back on error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _close_if_owner(conn: sqlite3.Connection, pid: int) -> None:
+    if os.getpid() == pid:
+        conn.close()
+    else:
+        _inherited.append(conn)
+
+
+class _Holder:
+    __slots__ = ("__weakref__", "conn", "generation", "pid")
+
+    def __init__(self, conn: sqlite3.Connection, generation: int) -> None:
+        self.conn, self.generation, self.pid = conn, generation, os.getpid()
+
+
+def _timestamp(started_at: str, fallback: float) -> float:
+    """Seconds since the epoch of an ISO time (naive means UTC), or ``fallback``."""
+    try:
+        when = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return fallback
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of contextlens, Python, numpy and onnxruntime (None when not installed)."""
+    return {
+        "contextlens": _version("contextlens"),
+        "python": platform.python_version(),
+        "numpy": _version("numpy"),
+        "onnxruntime": _version("onnxruntime"),
+    }
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _score_column(score: float | None) -> float | None:
+    return score if score is not None and math.isfinite(score) else None
+
+
+class RunStore:
+    """Evaluation runs in one SQLite file.
+
+    Args:
+        path: the file; ``None`` uses :func:`default_store_path`. Its folder is created.
+
+    Safe to share between threads (each gets its own connection) and processes (WAL
+    journal, 30 s busy timeout).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        path = default_store_path() if path is None else path
+        if str(path) in ("", ":memory:") or str(path).startswith("file:"):
+            raise ValueError(f"RunStore needs a file path, got {str(path)!r}")
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._generation = 0
+        self._finalizers: list[weakref.finalize] = []
+        self._lock = threading.Lock()
+        self._tracked: tuple[int, str] | None = None  # (pid, run id) of the ad-hoc run
+        self._tracked_lock = threading.Lock()
+        self._conn()  # fail early on a bad path or an incompatible file
+
+    # -- connections -------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        holder: _Holder | None = getattr(self._local, "holder", None)
+        if (
+            holder is not None
+            and holder.pid == os.getpid()
+            and holder.generation == self._generation
+        ):
+            return holder.conn
+        conn = _connect(self.path)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._ensure_schema(conn)
+        except StoreError:
+            conn.close()
+            raise
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(f"cannot use the run store {self.path}: {exc}") from exc
+        holder = _Holder(conn, self._generation)
+        fin = weakref.finalize(holder, _close_if_owner, conn, holder.pid)
+        with self._lock:
+            self._finalizers = [f for f in self._finalizers if f.alive]
+            self._finalizers.append(fin)
+        self._local.holder = holder
+        return conn
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version == SCHEMA_VERSION:
+            return
+        with _transaction(conn):
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the run store {self.path} has schema version {version}, newer than "
+                    f"this contextlens understands ({SCHEMA_VERSION}); upgrade contextlens"
+                )
+            if version < SCHEMA_VERSION:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        """Close every connection this object opened; later use opens new ones."""
+        with self._lock:
+            finalizers, self._finalizers = self._finalizers, []
+            self._generation += 1
+        for fin in finalizers:
+            fin()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.path)!r})"
+
+    # -- writing -----------------------------------------------------------------------
+
+    def record(
+        self,
+        run: EvalRun,
+        *,
+        config: Mapping[str, Any] | None = None,
+        dataset: str | os.PathLike[str] | None = None,
+        dataset_fingerprint: str | None = None,
+    ) -> str:
+        """Save ``run`` and every item result in one transaction; return its ``run_id``.
+
+        ``config`` is the caller's settings (metrics, CLI arguments ...), stored as JSON
+        (values that are not JSON become strings). Recording a run id again replaces it.
+        """
+        now = datetime.now(timezone.utc)
+        row = (
+            run.run_id,
+            run.started_at,
+            _timestamp(run.started_at, now.timestamp()),
+            now.timestamp(),
+            float(run.duration_s),
+            run.judge,
+            run.embedder,
+            int(run.repeats),
+            run.out_dir,
+            None if dataset is None else str(dataset),
+            dataset_fingerprint,
+            _json(dict(config or {})),
+            _json(library_versions()),
+            _json({k: v.model_dump(mode="json") for k, v in run.summaries.items()}),
+            _json(run.accounting),
+        )
+        conn = self._conn()
+        with _transaction(conn):
+            conn.execute("DELETE FROM items WHERE run_id = ?", (run.run_id,))
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (run.run_id,))
+            conn.execute(
+                f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(row))})",
+                row,
+            )
+            batch: list[tuple[Any, ...]] = []
+            for seq, item in enumerate(run.iter_results()):
+                batch.append(_item_row(run.run_id, seq, item))
+                if len(batch) >= _BATCH:
+                    conn.executemany(_ITEM_INSERT, batch)
+                    batch.clear()
+            if batch:
+                conn.executemany(_ITEM_INSERT, batch)
+            _refresh_counts(conn, run.run_id)
+        return run.run_id
+
+    def record_score(
+        self,
+        metric: str,
+        case_id: str,
+        score: float | None,
+        reason: str | None = None,
+        error: str | None = None,
+    ) -> str:
+        """Append one score to this process's ad-hoc run ``tracked-<date>-<id>``; return its id.
+
+        For scores computed outside :func:`evaluate` (e.g. Opik's ``track=True``). A ``None``
+        or non-finite score without an ``error`` is recorded as failed. The run's summaries
+        (n, failures, mean; no interval) are updated with each score, in O(1).
+        """
+        if error is None and _score_column(score) is None:
+            error = f"no score ({score!r})"
+        item = ItemResult(
+            case_id=str(case_id),
+            metric=str(metric),
+            score=None if error is not None else score,
+            reason=reason,
+            error=error,
+        )
+        run_id = self._tracked_run()
+        conn = self._conn()
+        with _transaction(conn):
+            (seq,) = conn.execute(
+                "SELECT COALESCE(MAX(seq), -1) + 1 FROM items WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            new_case = not conn.execute(
+                "SELECT 1 FROM items WHERE run_id = ? AND case_id = ? LIMIT 1",
+                (run_id, item.case_id),
+            ).fetchone()
+            conn.execute(_ITEM_INSERT, _item_row(run_id, seq, item))
+            (text,) = conn.execute(
+                "SELECT summaries FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            summaries = json.loads(text)
+            summaries[item.metric] = _add_score(summaries.get(item.metric), item).model_dump(
+                mode="json"
+            )
+            conn.execute(
+                "UPDATE runs SET summaries = ?, duration_s = ? - started_ts, "
+                "n_cases = n_cases + ?, n_items = n_items + 1, n_failed = n_failed + ? "
+                "WHERE run_id = ?",
+                (
+                    _json(summaries),
+                    datetime.now(timezone.utc).timestamp(),
+                    int(new_case),
+                    int(item.failed),
+                    run_id,
+                ),
+            )
+        return run_id
+
+    def _tracked_run(self) -> str:
+        """The id of this process's ad-hoc run, created on first use."""
+        with self._tracked_lock:
+            if self._tracked is not None and self._tracked[0] == os.getpid():
+                return self._tracked[1]
+            now = datetime.now(timezone.utc)
+            run_id = f"tracked-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+            run = EvalRun(
+                run_id=run_id,
+                started_at=now.isoformat(timespec="seconds"),
+                duration_s=0.0,
+                judge="tracked",
+                embedder="",
+                repeats=1,
+                summaries={},
+                accounting={},
+            )
+            self.record(run, config={"source": "tracked", "pid": os.getpid()})
+            self._tracked = (os.getpid(), run_id)
+            return run_id
+
+    # -- reading -----------------------------------------------------------------------
+
+    def list_runs(self, limit: int = 50) -> list[RunInfo]:
+        """The ``limit`` most recent runs, newest first (by start time)."""
+        rows = self._conn().execute(
+            "SELECT run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries "
+            "FROM runs ORDER BY started_ts DESC, recorded_at DESC LIMIT ?",
+            (int(limit),),
+        )
+        return [
+            RunInfo(
+                run_id=run_id,
+                started_at=started_at,
+                judge=judge,
+                dataset=dataset,
+                n_cases=n_cases,
+                n_items=n_items,
+                n_failed=n_failed,
+                means={k: v.get("mean") for k, v in json.loads(summaries).items()},
+            )
+            for run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries in rows
+        ]
+
+    def resolve(self, run_id: str) -> str:
+        """The full id of the run ``run_id`` names, exactly or as a unique prefix.
+
+        Raises :class:`InputError` naming ``run_id`` and the candidates when no run or
+        more than one run matches.
+        """
+        ref = str(run_id).strip()
+        if not ref:
+            raise InputError("empty run id")
+        conn = self._conn()
+        if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (ref,)).fetchone():
+            return ref
+        matches = [
+            r
+            for (r,) in conn.execute(
+                "SELECT run_id FROM runs WHERE substr(run_id, 1, length(?1)) = ?1 "
+                "ORDER BY started_ts DESC LIMIT ?2",
+                (ref, _MAX_CANDIDATES + 1),
+            )
+        ]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            shown = ", ".join(matches[:_MAX_CANDIDATES])
+            more = " ..." if len(matches) > _MAX_CANDIDATES else ""
+            raise InputError(f"run id {ref!r} is ambiguous; it matches {shown}{more}")
+        recent = [info.run_id for info in self.list_runs(limit=5)]
+        hint = f"; recent runs: {', '.join(recent)}" if recent else "; the store has no runs"
+        raise InputError(f"no run {ref!r} in {self.path}{hint}")
+
+    def load(self, run_id: str, *, results: bool = False) -> StoredRun:
+        """The run ``run_id`` names (exactly or by a unique prefix, like git).
+
+        Items are streamed by ``iter_results()``; ``results=True`` also reads them all into
+        ``results``. Raises :class:`InputError` for an unknown or ambiguous id.
+        """
+        full = self.resolve(run_id)
+        row = (
+            self._conn()
+            .execute(
+                "SELECT run_id, started_at, duration_s, judge, embedder, repeats, out_dir, "
+                "dataset, dataset_fingerprint, config, versions, summaries, accounting, "
+                "recorded_at FROM runs WHERE run_id = ?",
+                (full,),
+            )
+            .fetchone()
+        )
+        if row is None:  # deleted between resolve and load
+            raise InputError(f"no run {full!r} in {self.path}")
+        (rid, started, duration, judge, embedder, repeats, out_dir, dataset, fp) = row[:9]
+        config, versions, summaries, accounting, recorded = row[9:]
+        run = StoredRun(
+            run_id=rid,
+            started_at=started,
+            duration_s=duration,
+            judge=judge,
+            embedder=embedder,
+            repeats=repeats,
+            summaries={
+                k: MetricSummary.model_validate(v) for k, v in json.loads(summaries).items()
+            },
+            accounting=json.loads(accounting),
+            out_dir=out_dir,
+            config=json.loads(config),
+            dataset=dataset,
+            dataset_fingerprint=fp,
+            versions=json.loads(versions),
+            recorded_at=datetime.fromtimestamp(recorded, timezone.utc).isoformat(
+                timespec="seconds"
+            ),
+        )
+        run._store_path = str(self.path)
+        if results:
+            run.results = list(run.iter_results())
+        return run
+
+    def latest(self, n: int = 2) -> list[StoredRun]:
+        """The ``n`` most recent runs, *oldest first*, so that ``compare(*store.latest())``
+        compares the newest run (B) against the one before it (A)."""
+        infos = self.list_runs(limit=n)
+        return [self.load(info.run_id) for info in reversed(infos)]
+
+
+def _item_row(run_id: str, seq: int, item: ItemResult) -> tuple[Any, ...]:
+    return (
+        run_id,
+        seq,
+        item.case_id,
+        item.metric,
+        None if item.error is not None else _score_column(item.score),
+        item.error,
+        item.model_dump_json(),
+    )
+
+
+def _add_score(summary: dict[str, Any] | None, item: ItemResult) -> MetricSummary:
+    """``summary`` (a dumped :class:`MetricSummary`, or None) with one more item folded in."""
+    old = (
+        MetricSummary.model_validate(summary)
+        if summary
+        else MetricSummary(metric=item.metric, n=0, n_scored=0, n_failed=0, mean=None)
+    )
+    if item.failed or item.score is None:
+        return old.model_copy(update={"n": old.n + 1, "n_failed": old.n_failed + 1})
+    k = old.n_scored
+    mean = item.score if old.mean is None else old.mean + (item.score - old.mean) / (k + 1)
+    return old.model_copy(update={"n": old.n + 1, "n_scored": k + 1, "mean": mean})
+
+
+def _refresh_counts(conn: sqlite3.Connection, run_id: str) -> None:
+    conn.execute(
+        "UPDATE runs SET "
+        "n_cases = (SELECT COUNT(DISTINCT case_id) FROM items WHERE run_id = ?1), "
+        "n_items = (SELECT COUNT(*) FROM items WHERE run_id = ?1), "
+        "n_failed = (SELECT COUNT(*) FROM items WHERE run_id = ?1 AND score IS NULL) "
+        "WHERE run_id = ?1",
+        (run_id,),
+    )
+
+
+# --------------------------------------------------------------------------- active store
+
+_active: RunStore | None = None
+_active_lock = threading.Lock()
+
+
+def configure(path: str | os.PathLike[str] | RunStore | None) -> RunStore | None:
+    """Set the process-wide store that code recording "when configured" uses; ``None``
+    turns recording off. Returns the store now active."""
+    global _active
+    store = path if isinstance(path, RunStore) or path is None else RunStore(path)
+    with _active_lock:
+        _active = store
+    return store
+
+
+def active_store() -> RunStore | None:
+    """The store set by :func:`configure`, or ``None``."""
+    return _active
+
+
+def record_score(
+    metric: str,
+    case_id: str,
+    score: float | None,
+    reason: str | None = None,
+    error: str | None = None,
+) -> str | None:
+    """:meth:`RunStore.record_score` on the active store; a no-op returning ``None`` when
+    no store is configured."""
+    store = _active
+    if store is None:
+        return None
+    return store.record_score(metric, case_id, score, reason, error)

@@ -1,0 +1,195 @@
+"""Paired comparison of two runs: pairing, counting, statistics, verdicts, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contextlens.compare import compare
+from contextlens.runner import EvalRun, ItemResult, MetricSummary
+from contextlens.store import RunStore
+
+
+def make_run(run_id: str, items: dict[str, dict[str, float | None]]) -> EvalRun:
+    """``items``: metric -> case_id -> score (None: failed)."""
+    results = [
+        ItemResult(
+            case_id=case_id,
+            metric=metric,
+            score=score,
+            error=None if score is not None else "JudgeError: bad reply",
+        )
+        for metric, scores in items.items()
+        for case_id, score in scores.items()
+    ]
+    summaries = {
+        metric: MetricSummary(
+            metric=metric,
+            n=len(scores),
+            n_scored=sum(s is not None for s in scores.values()),
+            n_failed=sum(s is None for s in scores.values()),
+            mean=None,
+        )
+        for metric, scores in items.items()
+    }
+    return EvalRun(
+        run_id=run_id,
+        started_at="2024-05-01T10:00:00+00:00",
+        duration_s=0.0,
+        judge="offline",
+        embedder="minilm",
+        repeats=1,
+        summaries=summaries,
+        accounting={},
+        results=results,
+    )
+
+
+def noisy(n: int, seed: int, shift: float = 0.0, noise: float = 0.05) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    base = np.random.default_rng(0).uniform(0.2, 0.8, n)
+    return {f"c{i:03d}": float(v) for i, v in enumerate(base + shift + rng.normal(0, noise, n))}
+
+
+def test_identical_runs():
+    scores = noisy(50, 1)
+    result = compare(make_run("a", {"m": scores}), make_run("b", {"m": scores}))
+    m = result.metric("m")
+    assert m.n_paired == 50 and m.mean_diff == 0.0
+    assert (m.ci_low, m.ci_high) == (0.0, 0.0)
+    assert m.p_b_better == 0.5
+    assert m.verdict == "identical scores"
+    assert result.verdicts == {"m": "identical scores"}
+
+
+def test_same_mean_with_noise_gives_an_interval_around_zero():
+    a = make_run("a", {"m": noisy(80, 1)})
+    b = make_run("b", {"m": noisy(80, 2)})
+    m = compare(a, b).metric("m")
+    assert m.ci_low < 0.0 < m.ci_high
+    assert 0.05 < m.p_b_better < 0.95
+    assert m.verdict.startswith("no clear difference (P=")
+    assert m.ci_level == 0.95
+
+
+def test_shift_is_detected_both_ways():
+    a = make_run("a", {"m": noisy(60, 1)})
+    b = make_run("b", {"m": noisy(60, 2, shift=0.1)})
+    up = compare(a, b).metric("m")
+    assert up.mean_diff == pytest.approx(up.mean_b - up.mean_a)
+    assert 0.05 < up.mean_diff < 0.15
+    assert up.ci_low > 0.0 and up.p_b_better > 0.99
+    assert up.verdict.startswith("B is better (P=")
+    down = compare(b, a).metric("m")
+    assert down.ci_high < 0.0 and down.p_b_better < 0.01
+    assert down.verdict.startswith("B is worse (P=")
+
+
+def test_interval_matches_a_direct_bootstrap_of_the_differences():
+    a_scores, b_scores = noisy(30, 1), noisy(30, 2, shift=0.02)
+    m = compare(make_run("a", {"m": a_scores}), make_run("b", {"m": b_scores})).metric("m")
+    d = np.array([b_scores[c] - a_scores[c] for c in sorted(a_scores)])
+    assert m.mean_diff == pytest.approx(d.mean())
+    assert [p.case_id for p in m.pairs] == sorted(a_scores)
+    assert all(p.diff == pytest.approx(p.b - p.a) for p in m.pairs)
+    # the Bayesian bootstrap interval is close to mean +- 1.96 standard errors
+    se = d.std(ddof=1) / np.sqrt(d.size)
+    assert m.ci_low == pytest.approx(d.mean() - 1.96 * se, abs=0.4 * se)
+    assert m.ci_high == pytest.approx(d.mean() + 1.96 * se, abs=0.4 * se)
+
+
+def test_unpaired_and_failed_items_are_counted():
+    a = make_run(
+        "a",
+        {"m": {"c1": 0.1, "c2": 0.2, "c3": None, "c4": 0.4, "only_a": 0.5, "fa_only": None}},
+    )
+    b = make_run("b", {"m": {"c1": 0.2, "c2": 0.3, "c3": 0.3, "c4": None, "only_b": 0.1}})
+    m = compare(a, b).metric("m")
+    assert m.n_paired == 2 and [p.case_id for p in m.pairs] == ["c1", "c2"]
+    assert (m.n_a, m.n_b) == (6, 5)
+    assert (m.n_only_a, m.n_only_b) == (2, 1)
+    assert (m.n_failed_a, m.n_failed_b) == (2, 1)
+    assert (m.n_unpaired_a, m.n_unpaired_b) == (4, 3)
+    assert m.mean_a == pytest.approx(0.15) and m.mean_b == pytest.approx(0.25)
+    assert any("not paired: 4 of 6 items in A, 3 of 5 in B" in n for n in m.notes)
+    # a constant +0.1 on both pairs: zero-width interval at 0.1, certainly better
+    assert m.ci_low == pytest.approx(0.1) and m.ci_high == pytest.approx(0.1)
+    assert m.p_b_better == 1.0
+
+
+def test_duplicate_case_ids_are_not_paired_but_counted():
+    a = make_run("a", {"m": {"c1": 0.1, "c2": 0.2, "c3": 0.3}})
+    b = make_run("b", {"m": {"c1": 0.2, "c2": 0.3, "c3": 0.4}})
+    b.results.append(ItemResult(case_id="c3", metric="m", score=0.9))
+    m = compare(a, b).metric("m")
+    assert m.n_paired == 2 and m.n_duplicate_b == 2 and m.n_b == 4
+    assert any("repeated" in n for n in m.notes)
+
+
+def test_too_few_pairs_and_metrics_in_one_run_only():
+    a = make_run("a", {"m": {"c1": 0.5, "c2": None}, "only_a": {"c1": 0.3}})
+    b = make_run("b", {"m": {"c1": 0.7, "c2": 0.1}, "only_b": {"c1": 0.3, "c2": 0.4}})
+    result = compare(a, b)
+    assert result.names == ["m", "only_a", "only_b"]
+    m = result.metric("m")
+    assert m.n_paired == 1 and m.mean_diff == pytest.approx(0.2)
+    assert m.ci_low is None and m.ci_high is None and m.p_b_better is None
+    assert m.verdict == "too few paired items (1)" and m.notes
+    oa, ob = result.metric("only_a"), result.metric("only_b")
+    assert oa.verdict == "only in run A" and oa.n_only_a == 1 and oa.n_paired == 0
+    assert ob.verdict == "only in run B" and ob.n_only_b == 2 and ob.mean_diff is None
+    with pytest.raises(KeyError, match="no metric 'zzz'"):
+        result.metric("zzz")
+
+
+def test_no_pairs_when_every_shared_item_failed():
+    a = make_run("a", {"m": {"c1": None, "c2": None}})
+    b = make_run("b", {"m": {"c1": 0.5, "c2": 0.5}})
+    m = compare(a, b).metric("m")
+    assert m.n_paired == 0 and m.verdict == "no paired items"
+    assert m.n_failed_a == 2 and m.p_b_better is None
+
+
+def test_deterministic_for_a_seed_and_independent_of_item_order():
+    a_scores, b_scores = noisy(40, 1), noisy(40, 2, shift=0.01)
+    a, b = make_run("a", {"m": a_scores}), make_run("b", {"m": b_scores})
+    first = compare(a, b, seed=7)
+    b_reversed = make_run("b", {"m": dict(reversed(list(b_scores.items())))})
+    assert compare(a, b_reversed, seed=7) == first
+    assert compare(a, b, seed=7).model_dump() == first.model_dump()
+    other = compare(a, b, seed=8).metric("m")
+    assert (other.ci_low, other.p_b_better) != (
+        first.metric("m").ci_low,
+        first.metric("m").p_b_better,
+    )
+
+
+def test_metrics_get_independent_streams():
+    scores = noisy(30, 1)
+    shifted = noisy(30, 2, shift=0.01)
+    a = make_run("a", {"x": scores, "y": scores})
+    b = make_run("b", {"x": shifted, "y": shifted})
+    result = compare(a, b)
+    assert result.metric("x").mean_diff == result.metric("y").mean_diff
+    assert result.metric("x").ci_low != result.metric("y").ci_low
+
+
+def test_run_ids_through_a_store(tmp_path):
+    with RunStore(tmp_path / "runs.sqlite3") as store:
+        store.record(make_run("aaaa1111", {"m": noisy(30, 1)}))
+        store.record(make_run("bbbb2222", {"m": noisy(30, 2, shift=0.2)}))
+        result = compare("aaaa", "bbbb", store=store)
+        assert (result.run_a, result.run_b) == ("aaaa1111", "bbbb2222")
+        assert result.metric("m").p_b_better > 0.99
+        direct = compare(store.load("aaaa"), store.load("bbbb"))
+        assert direct == result
+
+
+def test_argument_checks():
+    run = make_run("a", {"m": {"c1": 0.5}})
+    with pytest.raises(ValueError, match="mc_samples"):
+        compare(run, run, mc_samples=10)
+    with pytest.raises(ValueError, match="ci_level"):
+        compare(run, run, ci_level=1.0)
+    with pytest.raises(ValueError, match="threshold"):
+        compare(run, run, threshold=0.4)

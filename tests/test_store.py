@@ -1,0 +1,283 @@
+"""The run store: record, list, load (by prefix), concurrency, fingerprints, tracking."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import numpy as np
+import pytest
+
+from contextlens import store as store_mod
+from contextlens.errors import InputError
+from contextlens.runner import EvalRun, ItemResult, MetricSummary, evaluate
+from contextlens.schemas import MetricResult, ModelTestCase
+from contextlens.store import (
+    RunStore,
+    StoredRun,
+    StoreError,
+    active_store,
+    configure,
+    default_store_path,
+    fingerprint_cases,
+    fingerprint_file,
+    record_score,
+)
+
+
+def make_run(run_id: str, scores: list[float | None], started: str = "2024-05-01T10:00:00+00:00"):
+    results = [
+        ItemResult(
+            case_id=f"c{i}",
+            metric="m",
+            score=s,
+            error=None if s is not None else "JudgeError: bad reply",
+            reason="r" if s is not None else None,
+            details={"k": i},
+        )
+        for i, s in enumerate(scores)
+    ]
+    ok = [s for s in scores if s is not None]
+    summary = MetricSummary(
+        metric="m",
+        n=len(scores),
+        n_scored=len(ok),
+        n_failed=len(scores) - len(ok),
+        mean=float(np.mean(ok)) if ok else None,
+    )
+    return EvalRun(
+        run_id=run_id,
+        started_at=started,
+        duration_s=1.5,
+        judge="offline",
+        embedder="minilm",
+        repeats=1,
+        summaries={"m": summary},
+        accounting={"calls": 0},
+        results=results,
+    )
+
+
+@pytest.fixture
+def store(tmp_path):
+    with RunStore(tmp_path / "runs.sqlite3") as s:
+        yield s
+
+
+def test_round_trip(store, tmp_path):
+    run = make_run("abc123def456", [0.5, None, 0.25])
+    data = tmp_path / "data.jsonl"
+    data.write_text("{}\n")
+    rid = store.record(
+        run,
+        config={"metrics": ["m"], "args": {"out": tmp_path}},
+        dataset=data,
+        dataset_fingerprint=fingerprint_file(data),
+    )
+    assert rid == "abc123def456"
+    loaded = store.load(rid)
+    assert isinstance(loaded, StoredRun) and isinstance(loaded, EvalRun)
+    assert loaded.results == []  # streamed, not held
+    assert list(loaded.iter_results()) == run.results
+    assert loaded.summaries == run.summaries
+    assert loaded.accounting == {"calls": 0}
+    assert (loaded.judge, loaded.embedder, loaded.started_at) == (
+        "offline",
+        "minilm",
+        run.started_at,
+    )
+    assert loaded.config == {"metrics": ["m"], "args": {"out": str(tmp_path)}}
+    assert loaded.dataset == str(data)
+    assert loaded.dataset_fingerprint == fingerprint_file(data)
+    assert set(loaded.versions) == {"contextlens", "python", "numpy", "onnxruntime"}
+    assert loaded.versions["numpy"] == np.__version__
+    assert [f.case_id for f in loaded.failures()] == ["c1"]
+    frame = loaded.to_pandas()
+    assert list(frame["case_id"]) == ["c0", "c1", "c2"]
+    full = store.load(rid, results=True)
+    assert full.results == run.results
+
+
+def test_many_items_are_streamed_in_pages(store):
+    scores = [i / 2500 for i in range(2500)]
+    store.record(make_run("big", scores))
+    loaded = store.load("big")
+    assert [r.score for r in loaded.iter_results()] == scores
+    assert store.list_runs()[0].n_items == 2500
+
+
+def test_list_runs_newest_first_with_means(store):
+    store.record(make_run("r-old", [0.2, 0.4], started="2024-01-01T00:00:00+00:00"))
+    store.record(make_run("r-new", [1.0, None], started="2024-06-01T00:00:00+02:00"))
+    store.record(make_run("r-mid", [0.5], started="2024-03-01T00:00:00"))
+    infos = store.list_runs()
+    assert [i.run_id for i in infos] == ["r-new", "r-mid", "r-old"]
+    new = infos[0]
+    assert (new.n_cases, new.n_items, new.n_failed) == (2, 2, 1)
+    assert new.means == {"m": 1.0}
+    assert infos[2].means["m"] == pytest.approx(0.3)
+    assert [i.run_id for i in store.list_runs(limit=1)] == ["r-new"]
+    assert [r.run_id for r in store.latest(2)] == ["r-mid", "r-new"]  # oldest first
+
+
+def test_recording_again_replaces(store):
+    store.record(make_run("same", [0.1, 0.2, 0.3]))
+    store.record(make_run("same", [0.9]))
+    assert len(store.list_runs()) == 1
+    assert [r.score for r in store.load("same").iter_results()] == [0.9]
+
+
+def test_prefix_ids_and_errors(store):
+    store.record(make_run("abc111", [0.1]))
+    store.record(make_run("abc222", [0.2]))
+    store.record(make_run("abc", [0.3]))
+    assert store.load("abc1").run_id == "abc111"
+    assert store.load("abc").run_id == "abc"  # an exact id wins over prefixes
+    with pytest.raises(InputError, match=r"'ab' is ambiguous") as info:
+        store.load("ab")
+    assert all(c in str(info.value) for c in ("abc111", "abc222", "abc"))
+    with pytest.raises(InputError, match=r"no run 'zzz'.*recent runs: .*abc"):
+        store.load("zzz")
+    with pytest.raises(InputError, match="empty run id"):
+        store.load("  ")
+
+
+def test_unknown_id_in_an_empty_store(store):
+    with pytest.raises(InputError, match=r"no run 'x'.*has no runs"):
+        store.load("x")
+
+
+def test_concurrent_writers(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    shared = RunStore(path)
+    errors: list[BaseException] = []
+
+    def writer(tag: str, own: bool) -> None:
+        try:
+            s = RunStore(path) if own else shared
+            for i in range(15):
+                s.record(make_run(f"{tag}{i:02d}", [0.1 * (i % 10)] * 40))
+                s.record_score("m", f"{tag}-{i}", 0.5)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=writer, args=("a", False)),
+        threading.Thread(target=writer, args=("b", False)),
+        threading.Thread(target=writer, args=("c", True)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    infos = shared.list_runs(limit=100)
+    tracked = [i for i in infos if i.run_id.startswith("tracked-")]
+    assert len(infos) == 45 + len(tracked)
+    assert all(i.n_items == 40 for i in infos if not i.run_id.startswith("tracked-"))
+    assert len(tracked) == 2  # one ad-hoc run per store object (shared, own)
+    assert sum(i.n_items for i in tracked) == 45
+    shared.close()
+
+
+def test_fingerprints_are_stable(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b"x" * 3_000_000)
+    fp = fingerprint_file(path)
+    assert fp == fingerprint_file(str(path)) and len(fp) == 64
+    path.write_bytes(b"x" * 3_000_000 + b"y")
+    assert fingerprint_file(path) != fp
+
+    cases = [ModelTestCase(input="q", actual_output="a", retrieval_context=["c"], name="n")]
+    as_dicts = [c.model_dump(mode="json") for c in cases]
+    assert fingerprint_cases(cases) == fingerprint_cases(iter(as_dicts))
+    reordered = [dict(reversed(list(d.items()))) for d in as_dicts]
+    assert fingerprint_cases(reordered) == fingerprint_cases(cases)
+    assert fingerprint_cases([*cases, *cases]) != fingerprint_cases(cases)
+    assert fingerprint_cases([]) == fingerprint_cases(())
+
+
+def test_default_store_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("CONTEXTLENS_STORE", str(tmp_path / "x.sqlite3"))
+    assert default_store_path() == tmp_path / "x.sqlite3"
+    monkeypatch.delenv("CONTEXTLENS_STORE")
+    assert default_store_path().name == "runs.sqlite3"
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    RunStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(StoreError, match="schema version 99"):
+        RunStore(path)
+
+
+def test_configure_and_record_score(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_mod, "_active", None)
+    assert active_store() is None
+    assert record_score("m", "c", 0.5, None, None) is None  # not configured: no-op
+    s = configure(tmp_path / "runs.sqlite3")
+    assert active_store() is s
+    rid = record_score("precision", "c1", 0.75, "fine", None)
+    assert rid is not None and rid.startswith("tracked-")
+    assert record_score("precision", "c2", None, None, "MetricComputationError: x") == rid
+    assert record_score("precision", "c3", float("nan"), None, None) == rid
+    assert record_score("precision", "c4", 0.25, None, None) == rid
+    run = s.load(rid)
+    summary = run.summaries["precision"]
+    assert (summary.n, summary.n_scored, summary.n_failed) == (4, 2, 2)
+    assert summary.mean == pytest.approx(0.5)
+    items = list(run.iter_results())
+    assert [i.case_id for i in items] == ["c1", "c2", "c3", "c4"]
+    assert items[2].error and items[2].score is None
+    assert record_score("recall", "c1", 1.0, None, None) == rid  # a known case, a new metric
+    (info,) = [i for i in s.list_runs() if i.run_id == rid]
+    assert (info.n_cases, info.n_items, info.n_failed) == (4, 5, 2)
+    assert info.means == {"precision": pytest.approx(0.5), "recall": 1.0}
+    configure(None)
+    assert active_store() is None
+    s.close()
+
+
+class _Fixed:
+    """A stand-in metric: a fixed score per case, one failure."""
+
+    name = "fixed"
+    case_type = ModelTestCase
+
+    async def compute(self, case: ModelTestCase, services: object) -> MetricResult:
+        if case.name == "bad":
+            return MetricResult(metric=self.name, score=None, error="no score")
+        return MetricResult(metric=self.name, score=len(case.input) / 10, reason="len")
+
+
+class _Embedder:
+    name = "fake"
+
+    async def embed(self, texts):  # pragma: no cover - not called
+        return np.zeros((len(texts), 2), dtype=np.float32)
+
+
+def test_evaluate_then_record(store, tmp_path):
+    cases = [
+        ModelTestCase(input="abc", name="a"),
+        ModelTestCase(input="abcde", name="b"),
+        ModelTestCase(input="x", name="bad"),
+    ]
+    run = evaluate(
+        cases, [_Fixed()], embedder=_Embedder(), cache=False, progress=False, out=tmp_path / "o"
+    )
+    assert run.results == []  # written to out/, read back by iter_results()
+    store.record(run, config={"metrics": ["fixed"]}, dataset_fingerprint=fingerprint_cases(cases))
+    loaded = store.load(run.run_id[:6])
+    assert sorted((r.case_id, r.score) for r in loaded.iter_results()) == [
+        ("a", 0.3),
+        ("b", 0.5),
+        ("bad", None),
+    ]
+    assert loaded.summaries["fixed"].n_failed == 1
+    assert loaded.summaries == run.summaries
+    info = store.list_runs()[0]
+    assert (info.n_cases, info.n_failed) == (3, 1)
