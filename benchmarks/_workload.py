@@ -174,8 +174,13 @@ def header(title: str) -> None:
     """The exact command line, the title and the load average."""
     print("$ " + shlex.join(sys.orig_argv))
     print(title)
-    print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print(load_average())
     print()
+
+
+def load_average() -> str:
+    """The machine's load average: other work on the 2 cores skews every timing."""
+    return "load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def print_table(headers: list[str], rows: list[list[Any]]) -> None:

@@ -17,10 +17,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from _workload import (
-    RemoteServer,
-    header,
-    load_average, make_sessions, print_table, timed_evaluate
+from _workload import RemoteServer, header, load_average, make_sessions, print_table, timed_evaluate
 
 TARGET_SPEEDUP = 50.0
 

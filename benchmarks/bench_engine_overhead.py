@@ -18,7 +18,15 @@ from __future__ import annotations
 
 import argparse
 
-from _workload import RemoteServer, header, load_average, make_sessions, peak_rss_mib, print_table, timed_evaluate
+from _workload import (
+    RemoteServer,
+    header,
+    load_average,
+    make_sessions,
+    peak_rss_mib,
+    print_table,
+    timed_evaluate,
+)
 
 TARGET_RATIO = 1.10
 TARGET_RSS_MIB = 300.0

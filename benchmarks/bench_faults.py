@@ -21,10 +21,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from _workload import (
-    RemoteServer,
-    header,
-    load_average, make_sessions, print_table, timed_evaluate
+from _workload import RemoteServer, header, load_average, make_sessions, print_table, timed_evaluate
 
 TARGET_RATIO = 2.0
 

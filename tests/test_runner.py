@@ -184,7 +184,8 @@ def test_streaming_keeps_finished_results_when_the_input_breaks(tmp_path):
             progress=False,
         )
     assert info.value.field == "conversation"
-    written = [json.loads(x)["case_id"] for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    written = [json.loads(x)["case_id"] for x in lines]
     assert sorted(written) == [f"s{i}" for i in range(5)]
 
 

@@ -10,8 +10,9 @@ Each sentence of the reply is a claim. A claim's support combines three signals:
 
 They are combined by a logistic function into a probability-like support in [0, 1].
 Questions back to the user ("Anything else I can help with?") and bare acknowledgements
-("Yes.") make no claim and are left out unless the reply has nothing else. The reply's score is the mean support of its
-claims, pulled towards its weakest claim (one unsupported claim is a deviation).
+("Yes.") make no claim and are left out unless the reply has nothing else. The reply's
+score is the mean support of its claims, pulled towards its weakest claim (one unsupported
+claim is a deviation).
 
 This is an approximation of what a careful reader would say, not a language model: it
 sees paraphrase and topical drift, invented numbers and off-context wording, but it does

@@ -1,0 +1,312 @@
+"""pytest integration: ``assert_context`` in tests, and an HTML report of the session.
+
+Registered through the ``pytest11`` entry point ``contextlens``; load it by hand with
+``pytest -p contextlens.pytest_plugin``. In a test::
+
+    from contextlens.pytest_plugin import assert_context
+
+    def test_answer_uses_the_context():
+        case = ModelTestCase(input=..., actual_output=..., expected_output=...,
+                             retrieval_context=[...])
+        assert_context(case, [ContextPrecision()], thresholds={"context_precision_metric": 0.6})
+
+``--contextlens-report=PATH`` writes one HTML page (see :mod:`contextlens.report`) with every
+item scored by ``assert_context`` during the session.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from contextlens.runner import EvalRun, ItemResult, MetricSummary, aevaluate, evaluate
+from contextlens.stats import BayesianMode
+
+__all__ = ["aassert_context", "assert_context", "collected_run"]
+
+_OPTION = "--contextlens-report"
+
+
+@dataclass
+class _Collector:
+    """Item results of every ``assert_context`` call of one pytest session."""
+
+    started: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    t0: float = field(default_factory=time.perf_counter)
+    items: list[ItemResult] = field(default_factory=list)
+    accounting: dict[str, dict[str, float]] = field(default_factory=dict)
+    judges: list[str] = field(default_factory=list)
+    embedders: list[str] = field(default_factory=list)
+    calls_per_test: dict[str, int] = field(default_factory=dict)
+
+    def case_prefix(self) -> str:
+        """The current test's node id (``#2`` on its second call), or ``case``."""
+        current = os.environ.get("PYTEST_CURRENT_TEST", "")
+        node = current.rsplit(" (", 1)[0] if current else "case"
+        count = self.calls_per_test.get(node, 0) + 1
+        self.calls_per_test[node] = count
+        return node if count == 1 else f"{node}#{count}"
+
+    def add(self, run: EvalRun, items: Sequence[ItemResult]) -> None:
+        self.items.extend(items)
+        for name, summary in run.summaries.items():
+            into = self.accounting.setdefault(name, {})
+            for key, value in summary.accounting.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    into[key] = into.get(key, 0) + value
+        for seen, value in ((self.judges, run.judge), (self.embedders, run.embedder)):
+            if value not in seen:
+                seen.append(value)
+
+
+_collectors: list[_Collector] = []
+"""One per configured pytest session (a stack: pytester runs sessions inside sessions)."""
+
+
+def _current() -> _Collector | None:
+    return _collectors[-1] if _collectors else None
+
+
+# --------------------------------------------------------------------------- assertions
+
+
+def _threshold(metric: Any, thresholds: Mapping[str, float] | None) -> float | None:
+    if thresholds and metric.name in thresholds:
+        return float(thresholds[metric.name])
+    for attr in ("threshold", "score_threshold"):
+        value = getattr(metric, attr, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def _judged(
+    run: EvalRun, metrics: Sequence[Any], thresholds: Mapping[str, float] | None, case: Any
+) -> tuple[list[ItemResult], list[str]]:
+    """The items with ``success`` set against each threshold, and the problems found."""
+    by_metric = {item.metric: item for item in run.iter_results()}
+    items: list[ItemResult] = []
+    problems: list[str] = []
+    unknown = set(thresholds or {}) - {m.name for m in metrics}
+    if unknown:
+        problems.append(f"thresholds name no metric given: {sorted(unknown)}")
+    for metric in metrics:
+        item = by_metric.get(metric.name)
+        if item is None:
+            problems.append(
+                f"{metric.name}: does not apply to a {type(case).__name__} "
+                f"(it takes a {getattr(metric.case_type, '__name__', metric.case_type)})"
+            )
+            continue
+        threshold = _threshold(metric, thresholds)
+        if item.failed:
+            problems.append(f"{metric.name}: failed (no score): {item.error}")
+        elif threshold is not None and item.score is not None:
+            passed = item.score >= threshold
+            item = item.model_copy(update={"success": passed})
+            if not passed:
+                problems.append(
+                    f"{metric.name}: score {item.score:.3f} is below the threshold "
+                    f"{threshold:.3f}\n    reason: {item.reason or '(none given)'}"
+                )
+        elif item.success is False:
+            problems.append(
+                f"{metric.name}: score {item.score:.3f} marked unsuccessful by the metric"
+                f"\n    reason: {item.reason or '(none given)'}"
+            )
+        items.append(item)
+    return items, problems
+
+
+def _prepare(test_case: Any, metrics: Sequence[Any]) -> tuple[Any, list[Any], str]:
+    if not metrics:
+        raise ValueError("assert_context needs at least one metric")
+    metrics = list(metrics)
+    collector = _current()
+    prefix = collector.case_prefix() if collector else "case"
+    name = getattr(test_case, "session_id", None) or getattr(test_case, "name", None)
+    case_id = f"{prefix} [{name}]" if name else prefix
+    return test_case, metrics, case_id
+
+
+def _finish(
+    run: EvalRun,
+    test_case: Any,
+    metrics: Sequence[Any],
+    thresholds: Mapping[str, float] | None,
+    case_id: str,
+) -> list[ItemResult]:
+    __tracebackhide__ = True
+    items, problems = _judged(run, metrics, thresholds, test_case)
+    items = [item.model_copy(update={"case_id": case_id}) for item in items]
+    collector = _current()
+    if collector is not None:
+        collector.add(run, items)
+    if problems:
+        raise AssertionError(
+            f"contextlens: {len(problems)} of {len(metrics)} metric(s) not met for {case_id}:\n  "
+            + "\n  ".join(problems)
+        )
+    return items
+
+
+def assert_context(
+    test_case: Any,
+    metrics: Sequence[Any],
+    judge: Any = None,
+    *,
+    thresholds: Mapping[str, float] | None = None,
+    embedder: Any = None,
+    cache: Any = True,
+) -> list[ItemResult]:
+    """Evaluate one case (a ``ModelTestCase`` or a ``Dataset`` session) with ``metrics`` and
+    fail the test when any metric failed or scored below its threshold.
+
+    The threshold of a metric is ``thresholds[metric.name]``, else its ``threshold`` (DeepEval
+    style) or ``score_threshold`` attribute; a metric with none fails only when its result
+    failed or says ``success=False``. ``judge``, ``embedder`` and ``cache`` go to
+    :func:`contextlens.runner.evaluate`. Returns the item results (``success`` set against
+    the thresholds); they are also collected for ``--contextlens-report``.
+    """
+    __tracebackhide__ = True
+    test_case, metrics, case_id = _prepare(test_case, metrics)
+    run = evaluate(
+        [test_case], metrics, judge=judge, embedder=embedder, cache=cache, progress=False
+    )
+    return _finish(run, test_case, metrics, thresholds, case_id)
+
+
+async def aassert_context(
+    test_case: Any,
+    metrics: Sequence[Any],
+    judge: Any = None,
+    *,
+    thresholds: Mapping[str, float] | None = None,
+    embedder: Any = None,
+    cache: Any = True,
+) -> list[ItemResult]:
+    """:func:`assert_context` for async tests."""
+    __tracebackhide__ = True
+    test_case, metrics, case_id = _prepare(test_case, metrics)
+    run = await aevaluate(
+        [test_case], metrics, judge=judge, embedder=embedder, cache=cache, progress=False
+    )
+    return _finish(run, test_case, metrics, thresholds, case_id)
+
+
+# --------------------------------------------------------------------------- the session run
+
+
+def _summary(name: str, items: Sequence[ItemResult], accounting: dict[str, Any]) -> MetricSummary:
+    scores = np.array([i.score for i in items if not i.failed and i.score is not None], float)
+    mode = BayesianMode()
+    est = mode.estimate(scores, np.full(scores.size, 1.0), key=name)
+    return MetricSummary(
+        metric=name,
+        n=len(items),
+        n_scored=int(scores.size),
+        n_failed=sum(i.failed for i in items),
+        mean=est.value,
+        ci_low=est.ci_low,
+        ci_high=est.ci_high,
+        ci_level=mode.ci_level if est.ci_low is not None else None,
+        accounting=accounting,
+    )
+
+
+def collected_run(collector: _Collector | None = None) -> EvalRun | None:
+    """The session's collected results as one :class:`EvalRun` (None when nothing ran)."""
+    collector = collector or _current()
+    if collector is None or not collector.items:
+        return None
+    names = list(dict.fromkeys(item.metric for item in collector.items))
+    summaries = {
+        name: _summary(
+            name,
+            [i for i in collector.items if i.metric == name],
+            collector.accounting.get(name, {}),
+        )
+        for name in names
+    }
+    total: dict[str, float] = {}
+    for counts in collector.accounting.values():
+        for key, value in counts.items():
+            total[key] = total.get(key, 0) + value
+    return EvalRun(
+        run_id=uuid.uuid4().hex[:12],
+        started_at=collector.started.isoformat(timespec="seconds"),
+        duration_s=round(time.perf_counter() - collector.t0, 3),
+        judge=", ".join(collector.judges) or "offline",
+        embedder=", ".join(collector.embedders),
+        repeats=1,
+        summaries=summaries,
+        accounting={"total": total, "by_metric": collector.accounting, "entries": []},
+        results=list(collector.items),
+    )
+
+
+# --------------------------------------------------------------------------- hooks
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("contextlens")
+    group.addoption(
+        _OPTION,
+        dest="contextlens_report",
+        metavar="PATH",
+        default=None,
+        help="write an HTML report of every assert_context result of the session to PATH",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _collectors.append(_Collector())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _collectors:
+        _collectors.pop()
+
+
+def _report_path(config: pytest.Config) -> Path | None:
+    value = config.getoption("contextlens_report", default=None)
+    if not value:
+        return None
+    path = Path(value)
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    path = _report_path(session.config)
+    run = collected_run()
+    if path is None or run is None:
+        return
+    from contextlens.report import write_report
+
+    written = write_report(run, path, title="contextlens · pytest session")
+    session.config.stash[_written_key] = written
+
+
+_written_key = pytest.StashKey[Path]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    path = _report_path(config)
+    if path is None:
+        return
+    written = config.stash.get(_written_key, None)
+    if written is not None:
+        terminalreporter.write_line(f"contextlens report: {written}")
+    else:
+        terminalreporter.write_line("contextlens report: no assert_context results, none written")
+
