@@ -197,16 +197,10 @@ def example_from_schema(
     *,
     key: str = "",
     items: int = 1,
-    fill: Callable[[str], Any] | None = None,
 ) -> Any:
     """An example object for a JSON schema: strings ``REASON`` for reasons and "ok" else,
-    numbers 1 clipped to the bounds, enums their first value, arrays ``items`` items.
-    ``fill(key)`` may decide a value first (None: not decided)."""
+    numbers 1 clipped to the bounds, enums their first value, arrays ``items`` items."""
     node = _resolve(node, defs)
-    if fill is not None:
-        decided = fill(key)
-        if decided is not None:
-            return decided
     if "const" in node:
         return node["const"]
     if node.get("enum"):
@@ -215,13 +209,13 @@ def example_from_schema(
         if union in node:
             options = [_resolve(o, defs) for o in node[union]]
             chosen = next((o for o in options if o.get("type") != "null"), options[0])
-            return example_from_schema(chosen, defs, key=key, items=items, fill=fill)
+            return example_from_schema(chosen, defs, key=key, items=items)
     kind = node.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or "properties" in node:
         return {
-            name: example_from_schema(sub, defs, key=name, items=items, fill=fill)
+            name: example_from_schema(sub, defs, key=name, items=items)
             for name, sub in (node.get("properties") or {}).items()
         }
     if kind == "array":
@@ -229,9 +223,7 @@ def example_from_schema(
         if "maxItems" in node:
             count = min(count, int(node["maxItems"]))
         sub = node.get("items") or {"type": "string"}
-        return [
-            example_from_schema(sub, defs, key=key, items=items, fill=fill) for _ in range(count)
-        ]
+        return [example_from_schema(sub, defs, key=key, items=items) for _ in range(count)]
     if kind in ("number", "integer"):
         value = 1.0
         if "maximum" in node:
@@ -310,22 +302,40 @@ def opik_reply(body: dict[str, Any]) -> str:
 
 
 def contextlens_reply(body: dict[str, Any]) -> str:
-    """An object of the schema the prompt states (or ``response_format`` carries), with one
-    array item per <context> block of the case, fenced as contextlens asks."""
+    """ContextualRelevancyMetric: every statement of every numbered chunk with its chunk,
+    a short reason and a verdict, plus the overall reason, fenced as the prompt asks.
+
+    The statements are the chunk's sentences, as in :func:`deepeval_reply` (the prompt
+    asks for shorter ones; full sentences keep the completion comparison conservative).
+    Any other contextlens prompt gets an example object of the schema it states.
+    """
     schema = _response_schema(body) or _prompt_schema(body)
     if schema is None:
         return generic_reply(body)
-    user = _last_user(body)
-    chunks = re.findall(r"<context>\n(.*?)\n</context>", user, flags=re.DOTALL)
-    relevant = iter([bool(CODE.search(c)) for c in chunks] * 4)
-
-    def fill(key: str) -> Any:
-        lowered = key.lower()
-        if lowered in ("relevant", "is_relevant", "useful"):
-            return next(relevant, True)
-        return None
-
-    obj = example_from_schema(schema, schema.get("$defs", {}), items=max(1, len(chunks)), fill=fill)
+    users = "\n".join(text for role, text in _messages(body) if role == "user")
+    chunks = re.findall(r"<chunk>\n(.*?)\n</chunk>", users, flags=re.DOTALL)
+    properties = schema.get("properties") or {}
+    if "statements" in properties and chunks:
+        statements = []
+        for number, chunk in enumerate(chunks, 1):
+            for sentence in _sentences(chunk):
+                relevant = CODE.search(sentence) is not None
+                statements.append(
+                    {
+                        "chunk": number,
+                        "statement": sentence,
+                        "reason": "names the product the input asks about"
+                        if relevant
+                        else "about something else, not the product",
+                        "verdict": "yes" if relevant else "no",
+                    }
+                )
+        obj: dict[str, Any] = {"statements": statements}
+        if "reason" in properties:
+            obj["reason"] = REASON
+    else:
+        count = len(re.findall(r"<(?:context|chunk)>", users)) or 1
+        obj = example_from_schema(schema, schema.get("$defs", {}), items=count)
     text = json.dumps(obj)
     return text if _response_schema(body) else f"```json\n{text}\n```"
 

@@ -8,6 +8,7 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 
 from contextlens import Batch, Context, Dataset, InputError
@@ -83,21 +84,22 @@ def test_concurrency_is_bounded_in_judge_calls_not_cases():
 
 
 def test_rate_limits_are_retried_honouring_retry_after_and_counted():
-    script = ["429", "429", "ok", "500", "ok"]
+    script = ["429", "429", "500", "ok"]
     with FakeOpenAIServer(script=script, retry_after="0.2") as server:
         start = time.perf_counter()
         run = evaluate(
-            sessions(3),
+            sessions(1),
             [Context()],
             judge=judge_spec(server, "rl"),
-            max_concurrency=1,
             cache=False,
             progress=False,
         )
         elapsed = time.perf_counter() - start
+        assert server.calls == 4
     assert run.summaries["context"].n_failed == 0
     assert run.accounting["total"]["retries"] == 3
-    assert elapsed >= 0.4  # two Retry-After waits of 0.2 s
+    assert run.accounting["total"]["calls"] == 4
+    assert elapsed >= 0.4  # two Retry-After waits of 0.2 s, one after the other
 
 
 def test_cache_hits_and_invalidation(tmp_path):
@@ -118,11 +120,12 @@ def test_cache_hits_and_invalidation(tmp_path):
 
 
 def test_repeats_ask_k_times_and_report_the_judge_spread(tmp_path):
-    counter = {"n": 0}
+    seen: dict[str, int] = {}
 
-    def reply(request):
-        counter["n"] += 1
-        return scored([0.2, 0.6, 1.0][counter["n"] % 3])
+    def reply(request):  # the k-th ask of the same prompt gets the k-th score
+        prompt = request["messages"][-1]["content"]
+        seen[prompt] = seen.get(prompt, -1) + 1
+        return scored([0.2, 0.6, 1.0][seen[prompt] % 3])
 
     cache = tmp_path / "c.sqlite3"
     with FakeOpenAIServer(reply=reply) as server:
@@ -145,7 +148,8 @@ def test_repeats_ask_k_times_and_report_the_judge_spread(tmp_path):
         )
         assert server.calls == 15  # repeats are cached by repeat index
     summary = run.summaries["context"]
-    assert summary.judge_spread is not None and summary.judge_spread > 0.2
+    assert summary.judge_spread == pytest.approx(np.std([0.2, 0.6, 1.0]))
+    assert summary.mean == pytest.approx(0.6)
     items = run.results
     assert all(len(i.repeats) == 3 for i in items)
     assert summary.ci_low < summary.mean < summary.ci_high

@@ -10,6 +10,7 @@ from __future__ import annotations
 from _common import load_cases, parse_args, timed, write_result
 
 import contextlens
+from contextlens.metrics.contextual_relevancy import ContextualRelevancyMetric
 from contextlens.runner import evaluate
 from contextlens.schemas import ModelTestCase
 
@@ -27,8 +28,6 @@ def main() -> None:
         )
         for i, c in enumerate(raw)
     ]
-    from contextlens.metrics.contextual_relevancy import ContextualRelevancyMetric
-
     metric = ContextualRelevancyMetric(threshold=0.5)
     with timed() as timer:
         run = evaluate(

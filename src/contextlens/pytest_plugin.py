@@ -1,7 +1,9 @@
 """pytest integration: ``assert_context`` in tests, and an HTML report of the session.
 
-Registered through the ``pytest11`` entry point ``contextlens``; load it by hand with
-``pytest -p contextlens.pytest_plugin``. In a test::
+Registered through the ``pytest11`` entry point ``contextlens`` (so it loads by itself once
+contextlens is installed); where the entry point is not installed, load it with
+``pytest -p contextlens.pytest_plugin`` (not both: pytest refuses one module under two names).
+In a test::
 
     from contextlens.pytest_plugin import assert_context
 
@@ -309,4 +311,3 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(f"contextlens report: {written}")
     else:
         terminalreporter.write_line("contextlens report: no assert_context results, none written")
-

@@ -313,7 +313,7 @@ def _histogram_svg(
     if not values.size:
         parts.append(
             f'<text class="empty" x="{_n(frame.left + frame.inner_w / 2)}" '
-            f'y="{_n(frame.top + frame.inner_h / 2)}" text-anchor="middle">'
+            f'y="{_n(frame.top + frame.inner_h * 0.3)}" text-anchor="middle">'
             f"{escape(empty_text)}</text>"
         )
     parts.append("</svg>")
@@ -397,20 +397,19 @@ def interval_bar(
         return Markup("")
     lo, hi = min(lo, m, a if a is not None else m), max(hi, m, b if b is not None else m)
 
-    def pct(v: float) -> str:
-        return _n(100 * (v - lo) / (hi - lo))
+    def pct(v: float) -> float:
+        return 100 * (v - lo) / (hi - lo)
 
     parts = [
-        '<svg class="ibar" viewBox="0 0 100 10" preserveAspectRatio="none" '
-        'aria-hidden="true">',
+        '<svg class="ibar" viewBox="0 0 100 10" preserveAspectRatio="none" aria-hidden="true">',
         '<rect class="track" x="0" y="4" width="100" height="2" rx="1"/>',
     ]
     if a is not None and b is not None:
         parts.append(
-            f'<rect class="band" x="{pct(a)}" y="2" width="{_n(max(float(pct(b)) - float(pct(a)), 0.8))}"'
-            ' height="6" rx="3"/>'
+            f'<rect class="band" x="{_n(pct(a))}" y="2" '
+            f'width="{_n(max(pct(b) - pct(a), 0.8))}" height="6" rx="3"/>'
         )
-    parts.append(f'<rect class="dot" x="{_n(float(pct(m)) - 0.6)}" y="0" width="1.2" height="10"/>')
+    parts.append(f'<rect class="dot" x="{_n(pct(m) - 0.6)}" y="0" width="1.2" height="10"/>')
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -752,9 +751,7 @@ def _comparison_metric(mc: Any, index: int) -> ComparisonMetricView:
 
 
 def _label(comparison: Any, side: str) -> str:
-    value = _first(
-        comparison, (f"label_{side}", f"name_{side}", f"run_id_{side}", f"run_{side}")
-    )
+    value = _first(comparison, (f"label_{side}", f"name_{side}", f"run_id_{side}", f"run_{side}"))
     if value is None:
         return side.upper()
     run_id = _get(value, "run_id")
