@@ -20,7 +20,7 @@ $(VENV)/.test: pyproject.toml | $(PY)
 	touch $@ $(VENV)/.core
 
 demo: $(VENV)/.core
-	$(PY) examples/context_techstore.py
+	$(PY) -m contextlens demo
 
 test: $(VENV)/.test
 	$(PY) -m ruff check src tests benchmarks examples

@@ -25,7 +25,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 METRIC_NAMES = ("context", "contextual-relevancy", "context-precision", "context-similarity")
 _KNOWN_PREFIXES = ("offline", "openai:", "litellm:", "http://", "https://")
@@ -90,7 +90,9 @@ def summary_table(run: Any) -> Table:
     """Per metric: mean, interval, n, failures, calls, tokens, cost; the run time below."""
     table = Table(title=f"contextlens run {run.run_id} ({run.judge})", title_justify="left")
     for col in ("metric", "mean", "interval", "n", "failed", "calls", "tokens in/out", "cost"):
-        table.add_column(col, justify="left" if col == "metric" else "right")
+        table.add_column(
+            col, justify="left" if col == "metric" else "right", no_wrap=col != "tokens in/out"
+        )
     for s in run.summaries.values():
         acc = s.accounting or {}
         interval = f"[{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None else "-"
@@ -174,6 +176,8 @@ def run(
     thresholds = parse_thresholds(fail_under)
     names = metric or ["context"]
     metrics = [build_metric(n) for n in names]
+    judge_obj = judge_from_spec(judge)
+    embedder_obj = load_object(embedder) if embedder and embedder != "minilm" else None
     kind, cases = load_cases(data)
     wanted = "sessions" if kind == "sessions" else "test_cases"
     for name, m in zip(names, metrics, strict=True):
@@ -187,8 +191,8 @@ def run(
     result = evaluate(
         cases,
         metrics,
-        judge=judge_from_spec(judge),
-        embedder=load_object(embedder) if embedder and embedder != "minilm" else None,
+        judge=judge_obj,
+        embedder=embedder_obj,
         max_concurrency=concurrency,
         cache=False if cache == "off" else (cache or True),
         repeats=repeats,
@@ -369,12 +373,11 @@ def main() -> None:
     except (ContextLensError, ValueError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         sys.exit(2)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+    except Exception as exc:  # click's usage errors (typer may vendor click)
+        show = getattr(exc, "show", None)
+        if callable(show) and hasattr(exc, "exit_code"):
+            show()
             sys.exit(2)
-        if isinstance(exc, click.exceptions.Abort):
+        if type(exc).__name__ == "Abort":
             sys.exit(130)
         raise

@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 from contextlens.embeddings.adapters import as_embedder, checked_vectors
 from contextlens.embeddings.base import Embedder
 from contextlens.metrics.base import Services
-from contextlens.schemas import MetricResult
+from contextlens.schemas import MetricResult, ModelTestCase
 from contextlens.sync import run_sync
 
 __all__ = ["SIMILARITY_MODES", "ContextSimilarityEvaluator", "SimilarityModeName"]
@@ -67,7 +67,17 @@ class _Case:
     skipped: tuple[int, ...]
 
 
+#: Where a :class:`ModelTestCase` keeps each of novastack's arguments.
+_TEST_CASE_FIELDS = {
+    "query": "input",
+    "generated_text": "actual_output",
+    "contexts": "retrieval_context",
+}
+
+
 def _field(case: Any, name: str) -> Any:
+    if isinstance(case, ModelTestCase):
+        return getattr(case, _TEST_CASE_FIELDS[name])
     if isinstance(case, Mapping):
         return case.get(name)
     return getattr(case, name, None)
@@ -126,6 +136,7 @@ class ContextSimilarityEvaluator:
     """
 
     name = "context_similarity"
+    case_type = ModelTestCase
 
     def __init__(
         self,

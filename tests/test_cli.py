@@ -1,0 +1,174 @@
+"""The command line: formats, exit statuses, store and comparison."""
+
+import json
+import sys
+
+import pandas as pd
+import pytest
+
+from contextlens.cli import main
+from contextlens.store import RunStore
+
+
+def cli(monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["contextlens", *map(str, args)])
+    monkeypatch.setenv("COLUMNS", "200")
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+CASES = [
+    {
+        "id": f"c{i}",
+        "input": "What are the opening hours?",
+        "actual_output": "We open at 9am.",
+        "expected_output": "9am to 5pm.",
+        "retrieval_context": ["The shop opens at 9am and closes at 5pm.", "Parking is free."],
+    }
+    for i in range(3)
+]
+
+
+@pytest.fixture
+def cases_file(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    path.write_text("\n".join(json.dumps(c) for c in CASES) + "\n")
+    return path
+
+
+def test_run_writes_results_summary_and_report(monkeypatch, capsys, tmp_path, cases_file):
+    out = tmp_path / "out"
+    code, text = cli(
+        monkeypatch,
+        capsys,
+        "run",
+        cases_file,
+        "-m",
+        "context-precision",
+        "-m",
+        "contextual-relevancy",
+        "--out",
+        out,
+        "-q",
+    )
+    assert code == 0, text
+    assert "context_precision_metric" in text and "interval" in text
+    assert len((out / "results.jsonl").read_text().splitlines()) == 6
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["summaries"]) == {"context_precision_metric", "contextual_relevancy"}
+    assert (out / "report.html").stat().st_size > 1000
+    assert len(RunStore().list_runs()) == 1
+
+
+def test_sessions_from_csv_and_cases_from_parquet(monkeypatch, capsys, tmp_path):
+    sessions = tmp_path / "s.csv"
+    sessions.write_text(
+        "session_id,assistant_id,context,qa_id,query,assistant,ground_truth_assistant\n"
+        "s1,bot,Open 9am-5pm.,q1,When?,We open at 9am.,\n"
+        "s1,bot,Open 9am-5pm.,q2,Sunday?,We are open 24/7.,\n"
+    )
+    code, text = cli(monkeypatch, capsys, "run", sessions, "--out", tmp_path / "a", "-q")
+    assert code == 0, text
+    parquet = tmp_path / "c.parquet"
+    pd.DataFrame(CASES).to_parquet(parquet)
+    code, text = cli(
+        monkeypatch,
+        capsys,
+        "run",
+        parquet,
+        "-m",
+        "context-similarity",
+        "--out",
+        tmp_path / "b",
+        "-q",
+    )
+    assert code == 0, text
+    assert "context_similarity" in text
+
+
+def test_fail_under_exit_status(monkeypatch, capsys, tmp_path, cases_file):
+    args = ("run", cases_file, "-m", "context-similarity", "--out", tmp_path / "o", "-q")
+    code, text = cli(monkeypatch, capsys, *args, "--fail-under", "context-similarity=0.99")
+    assert code == 1 and "threshold missed" in text
+    code, _ = cli(monkeypatch, capsys, *args, "--fail-under", "context-similarity=0.1")
+    assert code == 0
+    code, text = cli(
+        monkeypatch,
+        capsys,
+        *args,
+        "--fail-under",
+        "context-similarity=0.99",
+        "--fail-mode",
+        "interval",
+    )
+    assert code == 1 and "upper bound" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("run", "missing.jsonl"), "no such file"),
+        (("run", "{cases}", "-m", "nonsense"), "unknown metric"),
+        (("run", "{cases}", "-m", "context"), "needs sessions"),
+        (("run", "{cases}", "-m", "context-similarity", "--fail-under", "x"), "METRIC=VALUE"),
+        (("run", "{bad}", "-m", "context-similarity"), "bad.jsonl:2: field 'input'"),
+        (("run", "{cases}", "--judge", "nosuchmodule:thing"), "cannot load"),
+        (("nonsense-command",), "No such command"),
+    ],
+)
+def test_user_mistakes_exit_2_without_a_traceback(
+    monkeypatch, capsys, tmp_path, cases_file, args, message
+):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(CASES[0]) + "\n" + json.dumps({"actual_output": "x"}) + "\n")
+    args = [a.format(cases=cases_file, bad=bad) for a in args]
+    monkeypatch.chdir(tmp_path)
+    code, text = (
+        cli(monkeypatch, capsys, *args, "--out", tmp_path / "o")
+        if args[0] == "run"
+        else cli(monkeypatch, capsys, *args)
+    )
+    assert code == 2, text
+    assert message in text and "Traceback" not in text
+
+
+def test_schema_lists_the_columns(monkeypatch, capsys):
+    code, text = cli(monkeypatch, capsys, "schema")
+    assert code == 0 and "retrieval_context" in text and "ground_truth_assistant" in text
+
+
+def test_runs_and_compare(monkeypatch, capsys, tmp_path, cases_file):
+    for name in ("a", "b"):
+        code, _ = cli(
+            monkeypatch,
+            capsys,
+            "run",
+            cases_file,
+            "-m",
+            "context-similarity",
+            "--out",
+            tmp_path / name,
+            "-q",
+        )
+        assert code == 0
+    first, second = RunStore().latest(2)
+    code, text = cli(monkeypatch, capsys, "runs")
+    assert code == 0 and first.run_id in text and second.run_id in text
+    code, text = cli(
+        monkeypatch, capsys, "compare", first.run_id[:6], second.run_id, "--out", tmp_path / "cmp"
+    )
+    assert code == 0, text
+    assert "identical" in text and (tmp_path / "cmp" / "compare.html").exists()
+    code, text = cli(monkeypatch, capsys, "compare", "zzzz", second.run_id)
+    assert code == 2 and "zzzz" in text
+
+
+def test_demo(monkeypatch, capsys, tmp_path):
+    code, text = cli(monkeypatch, capsys, "demo", "--out", tmp_path / "demo")
+    assert code == 0, text
+    assert "context-eval-001" in text and (tmp_path / "demo" / "report.html").exists()
