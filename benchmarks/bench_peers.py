@@ -19,12 +19,14 @@ The peers are not dependencies of contextlens; they live in ``benchmarks/.peers-
 
     python3 -m venv benchmarks/.peers-venv
     benchmarks/.peers-venv/bin/pip install -r benchmarks/peers-requirements.txt
-    .venv/bin/python benchmarks/bench_peers.py            # ~3-4 minutes on 2 cores
+    .venv/bin/python benchmarks/bench_peers.py            # ~2.5 minutes on 2 cores
 
 Each server answers with a valid reply for its library's prompts (DeepEval: one verdict per
 statement of the chunk, then a reason; Ragas: a verdict per chunk; Opik: a score and a
-reason; contextlens: an object of the JSON schema its prompt states). A sentence is relevant
-when it names the case's product code, so the verdicts differ from chunk to chunk.
+reason; contextlens: in one reply, every statement of every chunk with its verdict, in the
+JSON schema its prompt states). A sentence is relevant when it names the case's product
+code, so verdicts differ from chunk to chunk, and DeepEval and contextlens, given the same
+verdicts, must report the same mean score (a check that both replies were understood).
 
 Measured per library: judge calls, prompt and completion tokens (all estimated by the server
 as ceil(chars / 4) per message, never library-side counts), wall time and client CPU time
@@ -288,11 +290,24 @@ def deepeval_reply(body: dict[str, Any]) -> str:
     return generic_reply(body)
 
 
+def _last_object_with(text: str, key: str) -> dict[str, Any]:
+    """The last JSON object in ``text`` that has ``key`` (Ragas renders its input as JSON)."""
+    decoder = json.JSONDecoder()
+    pos = text.rfind("{")
+    while pos >= 0:
+        try:
+            obj, _ = decoder.raw_decode(text, pos)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and key in obj:
+            return obj
+        pos = text.rfind("{", 0, pos)
+    return {}
+
+
 def ragas_reply(body: dict[str, Any]) -> str:
     """Context precision: is this one chunk useful for the reference answer?"""
-    prompt = _last_user(body)
-    tail = prompt[prompt.rfind("question") :] if "question" in prompt else prompt
-    context = _between(tail, '"context":', '"answer":')
+    context = str(_last_object_with(_last_user(body), "context").get("context", ""))
     return json.dumps({"reason": REASON, "verdict": 1 if CODE.search(context) else 0})
 
 
@@ -477,19 +492,20 @@ def _derived(r: dict[str, Any]) -> dict[str, float]:
 def table(results: list[dict[str, Any]], full_n: int) -> str:
     head = (
         "| library | cases | calls/case | prompt tok/case | completion tok/case | wall s "
-        "| client CPU s | CPU ms/call | mean in flight | peak in flight | failed "
+        "| client CPU s | CPU ms/call | mean in flight | peak in flight | failed | mean score "
         "| process CPU s (with imports) |"
     )
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
     for r in results:
         d = _derived(r)
         cases = f"{r['n']}" + (" (subset)" if r["n"] < full_n else "")
+        score = "-" if r["mean_score"] is None else f"{r['mean_score']:.3f}"
         lines.append(
             f"| {r['library']} {r['version']} | {cases} | {d['calls_per_case']:.2f} "
             f"| {d['prompt_per_case']:,.0f} | {d['completion_per_case']:,.0f} "
             f"| {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {d['cpu_ms_per_call']:.2f} "
             f"| {d['mean_in_flight']:.1f} | {r['peak_in_flight']} | {r['n_failed']} "
-            f"| {r['process_cpu_s']:.1f} |"
+            f"| {score} | {r['process_cpu_s']:.1f} |"
         )
     return "\n".join(lines)
 

@@ -233,3 +233,18 @@ def test_a_killed_run_resumes_with_only_the_unfinished_calls(tmp_path):
     # Everything answered before the kill was cached; at most the calls in flight
     # at the kill (4) are asked again.
     assert 40 - first <= second <= 40 - first + 4
+
+
+def test_failed_items_are_asked_afresh_and_reasked_items_replay_from_cache(tmp_path):
+    cache = tmp_path / "c.sqlite3"
+    kw = {"cache": cache, "progress": False}
+    with FakeOpenAIServer(script=["garbage", "garbage"]) as server:
+        run = evaluate(sessions(1), [Context()], judge=judge_spec(server), **kw)
+        assert run.summaries["context"].n_failed == 1 and server.calls == 2
+        run = evaluate(sessions(1), [Context()], judge=judge_spec(server), **kw)
+        assert run.summaries["context"].n_failed == 0 and server.calls == 3
+    with FakeOpenAIServer(script=["garbage"]) as server:
+        evaluate(sessions(1, prefix="r"), [Context()], judge=judge_spec(server, "x"), **kw)
+        assert server.calls == 2  # the invalid reply and the re-ask
+        evaluate(sessions(1, prefix="r"), [Context()], judge=judge_spec(server, "x"), **kw)
+        assert server.calls == 2  # both replayed from the cache

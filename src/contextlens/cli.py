@@ -356,6 +356,61 @@ def compare(
     out.print(f"report: {page}")
 
 
+@app.command()
+def calibrate(
+    data: Annotated[Path, typer.Argument(help="labelled JSONL, CSV or Parquet file")],
+    metric: Annotated[str, typer.Option("--metric", "-m", help="the metric to check")] = "context",
+    judge: Annotated[
+        str | None, typer.Option(help="offline (default) | openai:MODEL | ... | module:attr")
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option(help="a dotted key to slice by, e.g. meta.domain")
+    ] = None,
+    threshold: Annotated[
+        float | None, typer.Option(help="where to measure accuracy (default: the metric's)")
+    ] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="folder for calibration.html and calibration.json")
+    ] = Path("contextlens-out"),
+    concurrency: Annotated[int, typer.Option(help="judge calls in flight at most")] = 16,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+) -> None:
+    """How well a metric agrees with human labels: AUROC, accuracy, calibration, slices."""
+    from contextlens.calibration import calibrate as run_calibration
+    from contextlens.report.calibration_html import write_calibration_report
+
+    if metric not in METRIC_NAMES:
+        raise UsageProblem(f"unknown metric {metric!r}; choose from {', '.join(METRIC_NAMES)}")
+    report = run_calibration(
+        data,
+        metric,
+        judge_from_spec(judge),
+        by=by,
+        threshold=threshold,
+        max_concurrency=concurrency,
+        progress=False if quiet else None,
+    )
+    table = Table(title=f"{report.metric} vs human labels ({report.judge})", title_justify="left")
+    for col in ("statistic", "value", "note"):
+        table.add_column(col, justify="right" if col == "value" else "left")
+    for row in report.to_table():
+        table.add_row(row["statistic"], row["value"], row["note"])
+    out.print(table)
+    if report.slices:
+        slices = Table(title=f"by {report.by}", title_justify="left")
+        for col in ("slice", "n", "1 / 0", "AUROC", "note"):
+            slices.add_column(col)
+        for s in report.slices:
+            slices.add_row(
+                s.value, str(s.n), f"{s.n_positive} / {s.n_negative}", _f(s.auroc), s.note or ""
+            )
+        out.print(slices)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "calibration.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    page = write_calibration_report(report, out_dir / "calibration.html")
+    out.print(f"json:   {out_dir / 'calibration.json'}\nreport: {page}")
+
+
 def _f(value: float | None, signed: bool = False) -> str:
     if value is None:
         return "-"

@@ -1,8 +1,9 @@
 """A bound on judge calls in flight, shared per judge backend, that adapts to rate limits.
 
 Additive increase, multiplicative decrease: every successful call raises the limit by
-``1/limit`` (about one more slot per round of calls), every rate-limited call halves it (at
-most once per ``cooldown`` seconds, so a burst of 429s from one overload counts once). The
+``1/limit`` (about one more slot per round of calls), every rate-limited call multiplies it
+by ``backoff`` (0.7; at most once per ``cooldown`` seconds, so a burst of 429s from one
+overload counts once). The
 limit never exceeds the configured maximum or falls below one.
 """
 
@@ -23,12 +24,15 @@ class Limiter:
     its own loop); each loop gets its own condition, created on first use.
     """
 
-    def __init__(self, limit: int = 16, *, adaptive: bool = True, cooldown: float = 1.0) -> None:
+    def __init__(
+        self, limit: int = 16, *, adaptive: bool = True, cooldown: float = 1.0, backoff: float = 0.7
+    ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         self.max_limit = limit
         self.adaptive = adaptive
         self.cooldown = cooldown
+        self.backoff = backoff
         self.current = float(limit)
         self.in_flight = 0
         self.peak = 0
@@ -71,11 +75,11 @@ class Limiter:
             self.current = min(float(self.max_limit), self.current + 1.0 / self.current)
 
     def on_rate_limited(self) -> None:
-        """A call was rate-limited: halve the limit (once per cooldown)."""
+        """A call was rate-limited: lower the limit by ``backoff`` (once per cooldown)."""
         self.rate_limited += 1
         now = time.monotonic()
         if self.adaptive and now - self._last_decrease >= self.cooldown:
-            self.current = max(1.0, self.current / 2.0)
+            self.current = max(1.0, self.current * self.backoff)
             self._last_decrease = now
 
 

@@ -32,7 +32,7 @@ from contextlens.judges.parsing import (
     DEFAULT_BOS,
     DEFAULT_EOS,
     ReplyError,
-    compact_schema,
+    compact_schema_json,
     parse_reply,
     reask_messages,
 )
@@ -95,19 +95,21 @@ class LLMJudge:
             params=json.loads(json.dumps(params, default=str)) if params else {},
             structured=bool(getattr(self.backend, "use_structured_output", False)),
             messages=list(messages),
-            schema=compact_schema(schema),
+            schema=compact_schema_json(schema),
             repeat=current_repeat.get(),
         )
 
     def _record(self, **counts: Any) -> None:
         accounting.record(judge=self.name, model=self.backend.model, **counts)
 
-    async def _call(self, messages: list[Message], schema: type[BaseModel]) -> Completion:
-        key = self._cache_key(messages, schema)
-        cached = self.cache.get_completion(key)
-        if cached is not None:
-            self._record(cache_hits=1)
-            return cached
+    async def _call(
+        self, messages: list[Message], key: str | None, schema: type[BaseModel]
+    ) -> Completion:
+        if key is not None:
+            cached = self.cache.get_completion(key)
+            if cached is not None:
+                self._record(cache_hits=1)
+                return cached
 
         async def attempt() -> Completion:
             async with self.limiter.slot():
@@ -132,18 +134,28 @@ class LLMJudge:
         reply = await call_with_retry(attempt, self.retry, on_retry=on_retry)
         if isinstance(reply.parsed, BaseModel):  # structured output: keep it cacheable
             reply = replace(reply, parsed=reply.parsed.model_dump(mode="json"))
-        self.cache.put_completion(key, reply)
         return reply
 
     async def judge(self, messages: Sequence[Message], schema: type[T]) -> Judgement[T]:
+        """Ask, validate, re-ask once on an invalid reply.
+
+        Replies enter the cache only once the item is settled with a valid reply (the first,
+        invalid one too when the re-ask succeeded, so a re-run replays the same exchange); an
+        item that fails is asked afresh on the next run.
+        """
+        caching = not isinstance(self.cache, NullCache)
         convo = list(messages)
         usage, latency = Usage(), 0.0
+        settled: list[tuple[str, Completion]] = []
         for attempt in (1, 2):
+            key = self._cache_key(convo, schema) if caching else None
             try:
-                reply = await self._call(convo, schema)
+                reply = await self._call(convo, key, schema)
             except Exception as exc:
                 self._record(failures=1)
                 raise JudgeError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+            if key is not None:
+                settled.append((key, reply))
             usage, latency = usage + reply.usage, latency + reply.latency
             try:
                 output = parse_reply(
@@ -158,6 +170,8 @@ class LLMJudge:
                 log.debug("re-asking %s after an invalid reply: %s", self.name, exc)
                 convo = reask_messages(list(messages), reply.text, str(exc), self.bos, self.eos)
                 continue
+            for cache_key, completion in settled:
+                self.cache.put_completion(cache_key, completion)
             return Judgement(
                 output=output, raw=reply.text, usage=usage, latency=latency, attempts=attempt
             )

@@ -83,7 +83,9 @@ class _ClientShards:
                     timeout=self._timeout,
                     verify=self._ssl_context,
                     limits=httpx.Limits(
-                        max_connections=64, max_keepalive_connections=16, keepalive_expiry=30
+                        max_connections=_CALLS_PER_CLIENT,
+                        max_keepalive_connections=_CALLS_PER_CLIENT,
+                        keepalive_expiry=30,
                     ),
                 )
             )

@@ -6,6 +6,7 @@ Every backend that returns text goes through here; no backend parses on its own.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -115,7 +116,16 @@ def parse_reply(
 
 
 def compact_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema without titles and the class docstring: fewer prompt tokens."""
+    """The model's JSON schema without titles and the class docstring: fewer prompt tokens.
+
+    A fresh copy each call (the work is cached per schema class).
+    """
+    return json.loads(compact_schema_json(schema))
+
+
+@lru_cache(maxsize=256)
+def compact_schema_json(schema: type[BaseModel]) -> str:
+    """:func:`compact_schema` as compact JSON text, computed once per schema class."""
 
     def strip(node: Any) -> Any:
         if isinstance(node, dict):
@@ -126,14 +136,15 @@ def compact_schema(schema: type[BaseModel]) -> dict[str, Any]:
 
     out = strip(schema.model_json_schema())
     out.pop("description", None)
-    return out
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
 
 
+@lru_cache(maxsize=256)
 def format_instructions(
     schema: type[BaseModel], bos: str = DEFAULT_BOS, eos: str = DEFAULT_EOS
 ) -> str:
     """The closing instruction of a prompt: answer with one JSON object of this schema."""
-    schema_json = json.dumps(compact_schema(schema), ensure_ascii=False, separators=(",", ":"))
+    schema_json = compact_schema_json(schema)
     return (
         f"Answer with one JSON object that follows this JSON schema, between {bos} and {eos}:"
         f"\n{schema_json}"
