@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from contextlens.errors import InputError
-from contextlens.retriever import input_error, read_jsonl
+from contextlens.retriever import input_error, jsonl_objects, read_jsonl
 from contextlens.schemas import Batch, Dataset, ModelTestCase
 
 #: Column documentation, printed by ``contextlens schema`` and mirrored in the README.
@@ -80,26 +80,7 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         for index, row in enumerate(frame.to_dict(orient="records"), start=1):
             yield index, {k: _plain(v) for k, v in row.items()}
     else:
-        yield from _jsonl_rows(path)
-
-
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    name = str(path)
-    try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115
-    except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror}", file=name) from exc
-    with handle:
-        for lineno, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"malformed JSON: {exc.msg}", file=name, line=lineno) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", file=name, line=lineno)
-            yield lineno, row
+        yield from jsonl_objects(path)
 
 
 def _plain(value: Any) -> Any:

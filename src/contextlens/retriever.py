@@ -48,10 +48,11 @@ def input_error(exc: ValidationError, *, file: str | None, line: int | None) -> 
     return InputError(msg, file=file, line=line, field=field_path(first["loc"]) or None)
 
 
-def read_jsonl(path: str | Path, model: type[M]) -> Iterator[tuple[int, M]]:
-    """Validate each non-blank line of a JSONL file as ``model``, lazily.
+def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line_number, object)`` for each non-blank line of a JSONL file, lazily.
 
-    Yields ``(line_number, object)``; errors name the file, the line and the field.
+    Errors (unreadable file, malformed JSON, a line that is not an object) name the file
+    and the line.
     """
     name = str(path)
     try:
@@ -72,10 +73,19 @@ def read_jsonl(path: str | Path, model: type[M]) -> Iterator[tuple[int, M]]:
                 raise InputError(
                     f"expected a JSON object, got {type(raw).__name__}", file=name, line=lineno
                 )
-            try:
-                yield lineno, model.model_validate(raw)
-            except ValidationError as exc:
-                raise input_error(exc, file=name, line=lineno) from None
+            yield lineno, raw
+
+
+def read_jsonl(path: str | Path, model: type[M]) -> Iterator[tuple[int, M]]:
+    """Validate each non-blank line of a JSONL file as ``model``, lazily.
+
+    Yields ``(line_number, object)``; errors name the file, the line and the field.
+    """
+    for lineno, raw in jsonl_objects(path):
+        try:
+            yield lineno, model.model_validate(raw)
+        except ValidationError as exc:
+            raise input_error(exc, file=str(path), line=lineno) from None
 
 
 class JsonlRetriever(Retriever):
