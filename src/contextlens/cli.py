@@ -89,7 +89,17 @@ def parse_thresholds(items: list[str]) -> dict[str, float]:
 def summary_table(run: Any) -> Table:
     """Per metric: mean, interval, n, failures, calls, tokens, cost; the run time below."""
     table = Table(title=f"contextlens run {run.run_id} ({run.judge})", title_justify="left")
-    for col in ("metric", "mean", "interval", "n", "failed", "calls", "tokens in/out", "cost"):
+    for col in (
+        "metric",
+        "mean",
+        "interval",
+        "n",
+        "failed",
+        "calls",
+        "tokens in/out",
+        "cost",
+        "time",
+    ):
         table.add_column(
             col, justify="left" if col == "metric" else "right", no_wrap=col != "tokens in/out"
         )
@@ -107,8 +117,12 @@ def summary_table(run: Any) -> Table:
             str(acc.get("calls", 0)),
             f"{acc.get('prompt_tokens', 0):,}/{acc.get('completion_tokens', 0):,}",
             f"${cost:.4f}" if priced else ("-" if not acc.get("calls") else "unpriced"),
+            f"{s.seconds:.1f} s",
         )
-    table.caption = f"{run.duration_s:.1f} s; cache hits {run.accounting['total']['cache_hits']}"
+    table.caption = (
+        f"run {run.duration_s:.1f} s (time per metric adds up the work on its items, which "
+        f"overlaps); cache hits {run.accounting['total']['cache_hits']}"
+    )
     return table
 
 

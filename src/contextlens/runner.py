@@ -67,6 +67,7 @@ class MetricSummary(BaseModel):
     ci_high: float | None = None
     ci_level: float | None = None
     judge_spread: float | None = None
+    seconds: float = 0.0
     accounting: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -112,6 +113,7 @@ class _Tally:
     scores: list[list[float | None]] = field(default_factory=list)
     n: int = 0
     failed: int = 0
+    seconds: float = 0.0
 
 
 def _as_case(raw: Any, index: int) -> Case:
@@ -279,6 +281,13 @@ async def aevaluate(
     started, t0 = datetime.now(timezone.utc), time.perf_counter()
 
     async def one_metric(metric: Any, case: Case, case_id: str) -> ItemResult:
+        start = time.perf_counter()
+        try:
+            return await _one_metric(metric, case, case_id)
+        finally:
+            tallies[metric.name].seconds += time.perf_counter() - start
+
+    async def _one_metric(metric: Any, case: Case, case_id: str) -> ItemResult:
         items = []
         for r in range(repeats_eff):
             token = current_repeat.set(r)
@@ -377,6 +386,7 @@ def _summary(name: str, tally: _Tally, mode: StatisticalMode, ledger: Ledger) ->
         "n": tally.n,
         "n_scored": len(rows),
         "n_failed": tally.failed,
+        "seconds": round(tally.seconds, 3),
         "accounting": accounting.to_dict() if accounting else {},
     }
     if not rows:
