@@ -23,18 +23,16 @@ import platform
 import secrets
 import sqlite3
 import threading
-import weakref
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import platformdirs
 from pydantic import BaseModel, Field, PrivateAttr
 
+from contextlens.engine.sqlite import Closing, SQLiteFile, connect, file_path
 from contextlens.errors import ContextLensError, InputError
 from contextlens.runner import EvalRun, ItemResult, MetricSummary
 
@@ -56,7 +54,6 @@ SCHEMA_VERSION = 1
 """Stored in ``PRAGMA user_version``. A file with a newer version is refused; run history
 is never dropped, so later versions migrate older files in place."""
 
-_BUSY_TIMEOUT = 30.0
 _BATCH = 1000  # item rows per executemany / per page read back
 _MAX_CANDIDATES = 10
 
@@ -116,9 +113,6 @@ _ITEM_INSERT = (
     "INSERT INTO items (run_id, seq, case_id, metric, score, error, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-
-# Connections a forked child inherited from its parent: never used nor closed there.
-_inherited: list[sqlite3.Connection] = []
 
 
 class StoreError(ContextLensError):
@@ -198,7 +192,7 @@ class StoredRun(EvalRun):
         path = Path(self._store_path)
         if not path.exists():
             raise StoreError(f"the run store {path} of run {self.run_id!r} is gone")
-        conn = _connect(path)
+        conn = connect(path, "the run store", StoreError)
         try:
             last = -1
             while True:
@@ -220,43 +214,6 @@ class StoredRun(EvalRun):
 
 
 # --------------------------------------------------------------------------- the store
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    try:
-        conn = sqlite3.connect(
-            path, timeout=_BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
-        )
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open the run store {path}: {exc}") from exc
-    conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
-    return conn
-
-
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (the write lock taken up front), rolled back on error."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def _close_if_owner(conn: sqlite3.Connection, pid: int) -> None:
-    if os.getpid() == pid:
-        conn.close()
-    else:
-        _inherited.append(conn)
-
-
-class _Holder:
-    __slots__ = ("__weakref__", "conn", "generation", "pid")
-
-    def __init__(self, conn: sqlite3.Connection, generation: int) -> None:
-        self.conn, self.generation, self.pid = conn, generation, os.getpid()
 
 
 def _timestamp(started_at: str, fallback: float) -> float:
@@ -295,7 +252,7 @@ def _score_column(score: float | None) -> float | None:
     return score if score is not None and math.isfinite(score) else None
 
 
-class RunStore:
+class RunStore(Closing):
     """Evaluation runs in one SQLite file.
 
     Args:
@@ -306,83 +263,21 @@ class RunStore:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        path = default_store_path() if path is None else path
-        if str(path) in ("", ":memory:") or str(path).startswith("file:"):
-            raise ValueError(f"RunStore needs a file path, got {str(path)!r}")
-        self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._generation = 0
-        self._finalizers: list[weakref.finalize] = []
-        self._lock = threading.Lock()
+        self.path = file_path(default_store_path() if path is None else path, "RunStore")
         self._tracked: tuple[int, str] | None = None  # (pid, run id) of the ad-hoc run
         self._tracked_lock = threading.Lock()
-        self._conn()  # fail early on a bad path or an incompatible file
-
-    # -- connections -------------------------------------------------------------------
-
-    def _conn(self) -> sqlite3.Connection:
-        holder: _Holder | None = getattr(self._local, "holder", None)
-        if (
-            holder is not None
-            and holder.pid == os.getpid()
-            and holder.generation == self._generation
-        ):
-            return holder.conn
-        conn = _connect(self.path)
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._ensure_schema(conn)
-        except StoreError:
-            conn.close()
-            raise
-        except sqlite3.Error as exc:
-            conn.close()
-            raise StoreError(f"cannot use the run store {self.path}: {exc}") from exc
-        holder = _Holder(conn, self._generation)
-        fin = weakref.finalize(holder, _close_if_owner, conn, holder.pid)
-        with self._lock:
-            self._finalizers = [f for f in self._finalizers if f.alive]
-            self._finalizers.append(fin)
-        self._local.holder = holder
-        return conn
-
-    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
-        (version,) = conn.execute("PRAGMA user_version").fetchone()
-        if version == SCHEMA_VERSION:
-            return
-        with _transaction(conn):
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"the run store {self.path} has schema version {version}, newer than "
-                    f"this contextlens understands ({SCHEMA_VERSION}); upgrade contextlens"
-                )
-            if version < SCHEMA_VERSION:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._db = SQLiteFile(
+            self.path,
+            name="the run store",
+            error=StoreError,
+            schema=_SCHEMA,
+            version=SCHEMA_VERSION,
+            newer_hint="upgrade contextlens",
+        )
 
     def close(self) -> None:
         """Close every connection this object opened; later use opens new ones."""
-        with self._lock:
-            finalizers, self._finalizers = self._finalizers, []
-            self._generation += 1
-        for fin in finalizers:
-            fin()
-
-    def __enter__(self) -> RunStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        self._db.close()
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.path)!r})"
@@ -420,8 +315,7 @@ class RunStore:
             _json({k: v.model_dump(mode="json") for k, v in run.summaries.items()}),
             _json(run.accounting),
         )
-        conn = self._conn()
-        with _transaction(conn):
+        with self._db.write() as conn:
             conn.execute("DELETE FROM items WHERE run_id = ?", (run.run_id,))
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run.run_id,))
             conn.execute(
@@ -464,8 +358,7 @@ class RunStore:
             error=error,
         )
         run_id = self._tracked_run()
-        conn = self._conn()
-        with _transaction(conn):
+        with self._db.write() as conn:
             (seq,) = conn.execute(
                 "SELECT COALESCE(MAX(seq), -1) + 1 FROM items WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -520,7 +413,7 @@ class RunStore:
 
     def list_runs(self, limit: int = 50) -> list[RunInfo]:
         """The ``limit`` most recent runs, newest first (by start time)."""
-        rows = self._conn().execute(
+        rows = self._db.connection().execute(
             "SELECT run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries "
             "FROM runs ORDER BY started_ts DESC, recorded_at DESC LIMIT ?",
             (int(limit),),
@@ -548,7 +441,7 @@ class RunStore:
         ref = str(run_id).strip()
         if not ref:
             raise InputError("empty run id")
-        conn = self._conn()
+        conn = self._db.connection()
         if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (ref,)).fetchone():
             return ref
         matches = [
@@ -577,7 +470,7 @@ class RunStore:
         """
         full = self.resolve(run_id)
         row = (
-            self._conn()
+            self._db.connection()
             .execute(
                 "SELECT run_id, started_at, duration_s, judge, embedder, repeats, out_dir, "
                 "dataset, dataset_fingerprint, config, versions, summaries, accounting, "

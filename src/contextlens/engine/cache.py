@@ -13,16 +13,14 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 import platformdirs
 
+from contextlens.engine.sqlite import Closing, SQLiteFile, file_path
 from contextlens.errors import ContextLensError
 from contextlens.judges.base import Completion, Usage
 
@@ -39,7 +37,6 @@ SCHEMA_VERSION = 1
 """Stored in ``PRAGMA user_version``; a file with an older version is emptied and
 rebuilt (it is only a cache), one with a newer version is refused."""
 
-_BUSY_TIMEOUT = 30.0
 _CHUNK = 500  # keys per SELECT ... IN (...), well under SQLite's parameter limit
 _VECTOR_DTYPE = np.dtype("<f4")
 
@@ -61,10 +58,6 @@ CREATE TABLE IF NOT EXISTS embeddings (
     created REAL NOT NULL
 ) WITHOUT ROWID;
 """
-
-# Connections a forked child inherited from its parent: never used nor closed there (SQLite
-# forbids carrying a connection across fork), only kept from being garbage collected.
-_inherited: list[sqlite3.Connection] = []
 
 
 class CacheError(ContextLensError):
@@ -104,18 +97,7 @@ def _load_parsed(text: str | None) -> Any:
         return None
 
 
-class _Connection:
-    """One thread's connection, with the pid and generation it was opened in."""
-
-    __slots__ = ("__weakref__", "conn", "generation", "pid")
-
-    def __init__(self, conn: sqlite3.Connection, generation: int) -> None:
-        self.conn = conn
-        self.generation = generation
-        self.pid = os.getpid()
-
-
-class Cache:
+class Cache(Closing):
     """Judge replies and embeddings in one SQLite file.
 
     Args:
@@ -127,104 +109,28 @@ class Cache:
     """
 
     def __init__(self, path: str | Path | None = None) -> None:
-        if path is None:
-            path = default_cache_path()
-        if str(path) in ("", ":memory:") or str(path).startswith("file:"):
-            raise ValueError(f"Cache needs a file path, got {str(path)!r}")
-        self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = file_path(default_cache_path() if path is None else path, "Cache")
         self.hits = 0
         self.misses = 0
         self.writes = 0
         self._counter_lock = threading.Lock()
-        self._local = threading.local()
-        self._generation = 0
-        self._finalizers: list[weakref.finalize] = []
-        self._finalizers_lock = threading.Lock()
-        self._conn()  # fail early on a bad path or an incompatible file
-
-    # -- connections -------------------------------------------------------------------
+        self._db = SQLiteFile(
+            self.path,
+            name="the cache",
+            error=CacheError,
+            schema=_SCHEMA,
+            version=SCHEMA_VERSION,
+            newer_hint="use another cache file",
+            rebuild=("completions", "embeddings"),
+        )
 
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection, opened (and the schema checked) on first use."""
-        holder: _Connection | None = getattr(self._local, "holder", None)
-        if (
-            holder is not None
-            and holder.pid == os.getpid()
-            and holder.generation == self._generation
-        ):
-            return holder.conn
-        conn = self._open()
-        holder = _Connection(conn, self._generation)
-        # Closed when the thread ends (its locals go), on close(), or at exit.
-        fin = weakref.finalize(holder, _close_if_owner, conn, holder.pid)
-        with self._finalizers_lock:
-            self._finalizers = [f for f in self._finalizers if f.alive]
-            self._finalizers.append(fin)
-        self._local.holder = holder
-        return conn
-
-    def _open(self) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=_BUSY_TIMEOUT,
-                isolation_level=None,  # autocommit; transactions are explicit
-                check_same_thread=False,  # used by one thread, but closable from any
-            )
-        except sqlite3.Error as exc:
-            raise CacheError(f"cannot open the cache {self.path}: {exc}") from exc
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._ensure_schema(conn)
-        except CacheError:
-            conn.close()
-            raise
-        except sqlite3.Error as exc:
-            conn.close()
-            raise CacheError(f"cannot use the cache {self.path}: {exc}") from exc
-        return conn
-
-    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
-        (version,) = conn.execute("PRAGMA user_version").fetchone()
-        if version == SCHEMA_VERSION:
-            return
-        with _transaction(conn):
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-            if version > SCHEMA_VERSION:
-                raise CacheError(
-                    f"the cache {self.path} has schema version {version}, newer than this "
-                    f"contextlens understands ({SCHEMA_VERSION}); use another cache file"
-                )
-            if 0 < version < SCHEMA_VERSION:
-                conn.execute("DROP TABLE IF EXISTS completions")
-                conn.execute("DROP TABLE IF EXISTS embeddings")
-            if version != SCHEMA_VERSION:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        return self._db.connection()
 
     def close(self) -> None:
         """Close every connection this object opened; later use opens new ones."""
-        with self._finalizers_lock:
-            finalizers, self._finalizers = self._finalizers, []
-            self._generation += 1
-        for fin in finalizers:
-            fin()
-
-    def __enter__(self) -> Cache:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        self._db.close()
 
     def __repr__(self) -> str:
         return (
@@ -338,8 +244,7 @@ class Cache:
             rows.append((self._embedding_key(model, text), model, array.size, array.tobytes(), now))
         if not rows:
             return
-        conn = self._conn()
-        with _transaction(conn):
+        with self._db.write() as conn:
             conn.executemany(
                 "INSERT OR REPLACE INTO embeddings (key, model, dim, vector, created) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -351,13 +256,12 @@ class Cache:
 
     def clear(self) -> None:
         """Delete every stored reply and vector (the counters are kept)."""
-        conn = self._conn()
-        with _transaction(conn):
+        with self._db.write() as conn:
             conn.execute("DELETE FROM completions")
             conn.execute("DELETE FROM embeddings")
 
 
-class NullCache:
+class NullCache(Closing):
     """The cache interface, storing nothing: every lookup misses (and is counted)."""
 
     path: Path | None = None
@@ -393,17 +297,6 @@ class NullCache:
     def close(self) -> None:
         return None
 
-    def __enter__(self) -> NullCache:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return "NullCache()"
 
@@ -420,24 +313,3 @@ def open_cache(cache: bool | str | Path | Cache | NullCache | None = True) -> Ca
     if isinstance(cache, (str, os.PathLike)):
         return Cache(cache)
     raise TypeError(f"cache must be a bool, a path or a Cache, got {type(cache).__name__}")
-
-
-def _close_if_owner(conn: sqlite3.Connection, pid: int) -> None:
-    """Close ``conn`` in the process that opened it; in a forked child only keep it."""
-    if os.getpid() == pid:
-        conn.close()
-    else:
-        _inherited.append(conn)
-
-
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` (taking the write lock up front, waiting for it under the busy
-    timeout) ... ``COMMIT``, rolled back on error."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
