@@ -8,7 +8,9 @@ transactions, and the schema created or checked against ``PRAGMA user_version``.
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
+import time
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -55,6 +57,19 @@ def file_path(path: str | os.PathLike[str], owner: str) -> Path:
     path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _enable_wal(conn: sqlite3.Connection, attempts: int = 50) -> None:
+    """Switch to WAL. Two processes opening a new file at once can both find it locked
+    while one of them converts it, without SQLite's busy handler waiting: wait briefly."""
+    for attempt in range(attempts):
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05 + 0.05 * random.random())
 
 
 def connect(path: Path, name: str, error: type[Exception]) -> sqlite3.Connection:
@@ -176,7 +191,7 @@ class SQLiteFile(Closing):
     def _open(self) -> sqlite3.Connection:
         conn = connect(self.path, self.name, self.error)
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             self._ensure_schema(conn)
         except self.error:
