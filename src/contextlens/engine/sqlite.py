@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
-import time
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
