@@ -192,7 +192,7 @@ def test_failed_items_are_counted_and_excluded(labelled: Path) -> None:
     assert {f["id"] for f in report.failures} == {"r0", "r4"}
     assert report.n_positive == 3 and report.n_negative == 3
     # r1 ("closes at 5pm") is a positive scored 0.1; nothing failed was scored 0
-    assert report.auroc == pytest.approx(auroc([0.9, 0.1, 0.9, 0.9, 0.1, 0.1], [1, 1, 1, 1, 0, 0]))
+    assert report.auroc == pytest.approx(auroc([0.1, 0.9, 0.9, 0.1, 0.1, 0.1], [1, 1, 1, 0, 0, 0]))
 
 
 def test_graded_labels_binarised_at_the_median_and_spearman() -> None:
@@ -262,3 +262,23 @@ def test_cli_calibrate_bad_input_exits_2(
     assert code == 2
     code, text = cli(monkeypatch, capsys, "calibrate", path, "--metric", "nope", "-q")
     assert code == 2 and "unknown metric" in text
+
+
+def test_csv_with_json_cells_and_slices(tmp_path: Path) -> None:
+    path = tmp_path / "labelled.csv"
+    lines = ["id,question,contexts,answer,label,meta"]
+    for i, (label, domain) in enumerate([(1, "x"), (0, "x"), (1, "y"), (0, "y"), (1, "y")]):
+        meta = json.dumps({"domain": domain}).replace('"', '""')
+        lines.append(f'c{i},q,"[""ctx {i}""]",answer {i},{label},"{meta}"')
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    class Echo:
+        name, case_type = "echo", ModelTestCase
+
+        async def compute(self, case: ModelTestCase, services: Any) -> MetricResult:
+            assert case.retrieval_context == [f"ctx {case.name[1:]}"]
+            return MetricResult(metric=self.name, score=0.2 + 0.1 * int(case.name[1:]))
+
+    report = calibrate(path, Echo(), cache=False, by="meta.domain", n_boot=50)
+    assert report.n == 5 and [s.value for s in report.slices] == ["x", "y"]
+    assert [s.n for s in report.slices] == [2, 3]

@@ -56,8 +56,9 @@ def _f(value: Any, digits: int = 3) -> str:
 
 
 def _px(x: float, y: float) -> tuple[float, float]:
-    inner_w, inner_h = _W - 1.5 * _M, _H - 1.5 * _M
-    return _M + x * inner_w, _M / 2 + (1 - y) * inner_h
+    left = _M + 14
+    inner_w, inner_h = _W - left - _M / 2, _H - 1.5 * _M
+    return left + x * inner_w, _M / 2 + (1 - y) * inner_h
 
 
 def _frame(xlabel: str, ylabel: str) -> list[str]:

@@ -1,0 +1,188 @@
+"""Agreement of the offline scorer with human labels on every set in /work/shared/data/.
+
+Run: .venv/bin/python benchmarks/agreement.py [--limit N] [--sets begin_dev,summedits]
+     [--full] [--cache] [--data DIR] [--json FILE]
+
+One row per set: set, metric, n (scored / rows used; "sub" when subsampled), AUROC with its
+95 % stratified-bootstrap interval, balanced accuracy at 0.5, the best-threshold balanced
+accuracy (optimistic: the threshold is chosen on the same items), ECE, Spearman where labels
+are graded, and the wall time.
+
+* begin_dev, halueval_qa: ``context`` (one-interaction session per item).
+* summedits: ``context`` by ``meta.domain``; the AUROC cell is the *balanced* AUROC (mean of
+  the per-domain AUROCs), the pooled AUROC is printed under the table with the per-domain ones.
+* trec_dl19_passage: ``contextual-relevancy``, each passage one retrieval chunk.
+* trec_dl19_passage_ranked: ``contextual-relevancy`` over the 10 passages of a list, scored
+  against the human average precision by Spearman (AUROC: AP >= the median AP). Offline
+  ``context-precision`` compares an answer with a reference, and this set has neither
+  (both are empty), so it does not apply here.
+
+The embedder does ~100-280 sentences/s on 2 cores and long documents are many sentences,
+so by default each set is subsampled to keep it under ~2 minutes: a seeded (seed 0) sample
+stratified by label (and by domain for summedits), kept in file order. ``--full`` uses every
+item; ``--limit N`` sets one cap for every set. The cache is off unless ``--cache``, so the
+times are honest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from contextlens.calibration import CalibrationReport, calibrate
+
+
+@dataclass(frozen=True)
+class SetSpec:
+    name: str
+    metric: str
+    default_limit: int
+    by: str | None = None
+
+
+SETS: dict[str, SetSpec] = {
+    s.name: s
+    for s in (
+        SetSpec("begin_dev", "context", 500),
+        SetSpec("summedits", "context", 160, by="meta.domain"),
+        SetSpec("halueval_qa", "context", 1200),
+        SetSpec("trec_dl19_passage", "contextual-relevancy", 1000),
+        SetSpec("trec_dl19_passage_ranked", "contextual-relevancy", 80),
+    )
+}
+
+
+def _stratum(row: dict[str, Any], by: str | None, cut: float | None) -> tuple[Any, ...]:
+    label = row["label"] >= cut if cut is not None else row["label"]
+    domain = (row.get("meta") or {}).get(by.split(".", 1)[1]) if by else None
+    return (label, domain)
+
+
+def subsample(
+    rows: list[dict[str, Any]], limit: int, by: str | None = None, seed: int = 0
+) -> list[dict[str, Any]]:
+    """A seeded sample of ``limit`` rows, stratified by label (and ``by``), in file order."""
+    if limit >= len(rows):
+        return rows
+    labels = np.array([r["label"] for r in rows], dtype=float)
+    graded = not np.all((labels == 0) | (labels == 1))
+    cut = float(np.median(labels)) if graded else None
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(_stratum(row, by, cut), []).append(i)
+    rng = np.random.default_rng(seed)
+    chosen: list[int] = []
+    for key in sorted(groups, key=repr):
+        members = groups[key]
+        k = max(1, round(limit * len(members) / len(rows)))
+        chosen.extend(rng.choice(members, size=min(k, len(members)), replace=False).tolist())
+    return [rows[i] for i in sorted(chosen)]
+
+
+def run_set(
+    spec: SetSpec, data_dir: Path, limit: int | None, cache: bool
+) -> tuple[CalibrationReport, int, int, float]:
+    """Calibrate one set; (report, rows in the file, rows used, seconds)."""
+    path = data_dir / f"{spec.name}.jsonl"
+    with open(path, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    used = subsample(rows, limit, spec.by) if limit is not None else rows
+    t0 = time.perf_counter()
+    report = calibrate(
+        used,
+        spec.metric,
+        by=spec.by,
+        cache=cache,
+        progress=False,
+        note=f"{spec.name}: {len(used)} of {len(rows)} items",
+    )
+    return report, len(rows), len(used), time.perf_counter() - t0
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None or not np.isfinite(value) else f"{value:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated set names")
+    parser.add_argument("--limit", type=int, default=None, help="items per set (all sets)")
+    parser.add_argument("--full", action="store_true", help="every item of every set")
+    parser.add_argument("--cache", action="store_true", help="use the embedding cache")
+    parser.add_argument("--json", type=Path, default=None, help="also write the reports here")
+    args = parser.parse_args()
+    names = [s.strip() for s in args.sets.split(",") if s.strip()]
+    unknown = [n for n in names if n not in SETS]
+    if unknown:
+        parser.error(f"unknown set(s) {unknown}; choose from {', '.join(SETS)}")
+
+    header = (
+        "set",
+        "metric",
+        "n",
+        "AUROC [95% interval]",
+        "bal.acc@0.5",
+        "best bal.acc (optimistic)",
+        "ECE",
+        "Spearman",
+        "time",
+    )
+    lines: list[tuple[str, ...]] = []
+    notes: list[str] = []
+    dump: dict[str, Any] = {}
+    for name in names:
+        spec = SETS[name]
+        limit = None if args.full else (args.limit or spec.default_limit)
+        report, total, used, seconds = run_set(spec, args.data, limit, args.cache)
+        dump[name] = report.model_dump()
+        n = f"{report.n}/{total}" + (" sub" if used < total else "")
+        if report.n_failed:
+            n += f" ({report.n_failed} failed)"
+        if spec.by:
+            auc = f"{_f(report.slice_mean_auroc)} balanced over {len(report.slices)} domains"
+            per = ", ".join(f"{s.value} {_f(s.auroc)} (n={s.n})" for s in report.slices)
+            notes.append(
+                f"{name}: pooled AUROC {_f(report.auroc)} [{_f(report.auroc_low)}, "
+                f"{_f(report.auroc_high)}]; per domain: {per}"
+            )
+        else:
+            auc = f"{_f(report.auroc)} [{_f(report.auroc_low)}, {_f(report.auroc_high)}]"
+        lines.append(
+            (
+                name,
+                spec.metric,
+                n,
+                auc,
+                _f(report.balanced_accuracy),
+                f"{_f(report.best_balanced_accuracy)} @ {_f(report.best_threshold)}",
+                _f(report.ece),
+                _f(report.spearman),
+                f"{seconds:.0f} s",
+            )
+        )
+        print(f"done {name}: {seconds:.0f} s", flush=True)
+
+    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
+    print()
+    print(" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    print("-+-".join("-" * w for w in widths))
+    for row in lines:
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    print()
+    print("sub = seeded sample stratified by label (and domain), in file order; --full for all.")
+    print("best bal.acc: threshold chosen on the same items (optimistic).")
+    for note in notes:
+        print(note)
+    if args.json:
+        args.json.write_text(json.dumps(dump, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
