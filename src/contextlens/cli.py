@@ -89,20 +89,8 @@ def parse_thresholds(items: list[str]) -> dict[str, float]:
 def summary_table(run: Any) -> Table:
     """Per metric: mean, interval, n, failures, calls, tokens, cost; the run time below."""
     table = Table(title=f"contextlens run {run.run_id} ({run.judge})", title_justify="left")
-    for col in (
-        "metric",
-        "mean",
-        "interval",
-        "n",
-        "failed",
-        "calls",
-        "tokens in/out",
-        "cost",
-        "time",
-    ):
-        table.add_column(
-            col, justify="left" if col == "metric" else "right", no_wrap=col != "tokens in/out"
-        )
+    for col in ("metric", "mean", "interval", "n", "failed", "calls", "tokens", "cost", "time"):
+        table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
     for s in run.summaries.values():
         acc = s.accounting or {}
         interval = f"[{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None else "-"
@@ -117,11 +105,11 @@ def summary_table(run: Any) -> Table:
             str(acc.get("calls", 0)),
             f"{acc.get('prompt_tokens', 0):,}/{acc.get('completion_tokens', 0):,}",
             f"${cost:.4f}" if priced else ("-" if not acc.get("calls") else "unpriced"),
-            f"{s.seconds:.1f} s",
+            f"{s.seconds:.1f}s",
         )
     table.caption = (
-        f"run {run.duration_s:.1f} s (time per metric adds up the work on its items, which "
-        f"overlaps); cache hits {run.accounting['total']['cache_hits']}"
+        f"run {run.duration_s:.1f} s; cache hits {run.accounting['total']['cache_hits']}; "
+        "tokens in/out; time: the metric's work on its items, added up"
     )
     return table
 
