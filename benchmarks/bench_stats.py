@@ -77,7 +77,8 @@ def measure_one(
     d = values - np.dot(weights, values)
     step = float(np.abs(d).max()) / stats._SNAP_LEVELS
     grouped = stats._groups(d, weights, snap=n * draws >= stats._SNAP_MIN_ELEMENTS, step=step)
-    parallel = grouped is None and chunks > 1 and n * draws >= stats._PARALLEL_MIN_ELEMENTS
+    exact = grouped is None and n < stats.NORMAL_LIMIT_MIN
+    parallel = exact and chunks > 1 and n * draws >= stats._PARALLEL_MIN_ELEMENTS
     return {
         "n": n,
         "threads": stats._workers() if parallel else 1,

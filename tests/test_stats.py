@@ -376,3 +376,16 @@ def test_snapping_offset_keeps_draws_centred():
     gd, gw, counts, offset = groups
     assert counts.sum() == n
     assert np.dot(gw * counts, gd) + offset == pytest.approx(0.0, abs=1e-12)
+
+
+def test_normal_limit_matches_the_exact_draws_for_many_distinct_weights(monkeypatch):
+    rng = np.random.default_rng(5)
+    n = stats.NORMAL_LIMIT_MIN
+    x, w = rng.beta(2, 5, n), rng.random(n) + 0.5
+    fast = stats.bayesian_bootstrap_means(x, w, 2000, np.random.SeedSequence(1))
+    monkeypatch.setattr(stats, "NORMAL_LIMIT_MIN", 10**9)
+    exact = stats.bayesian_bootstrap_means(x, w, 2000, np.random.SeedSequence(1))
+    q = [0.025, 0.5, 0.975]
+    width = np.ptp(np.quantile(exact, [0.025, 0.975]))
+    assert np.allclose(np.quantile(fast, q), np.quantile(exact, q), atol=0.06 * width)
+    assert abs(fast.std() / exact.std() - 1) < 0.06

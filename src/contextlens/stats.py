@@ -34,6 +34,9 @@ _BLOCK_ELEMENTS = 1 << 18
 # of 1/_SNAP_LEVELS of their range so that they share draws (see _groups).
 _SNAP_MIN_ELEMENTS = 1 << 24
 _SNAP_LEVELS = 512
+#: From this many interactions that share no draw (distinct value and weight pairs), the draws
+#: come from the bootstrap's normal limit (see _normal_limit_draws).
+NORMAL_LIMIT_MIN = 20_000
 # Below this many elements the thread pool costs more than it saves.
 _PARALLEL_MIN_ELEMENTS = 1 << 21
 
@@ -215,6 +218,10 @@ def bayesian_bootstrap_means(
     ``k`` exponentials; an exact identity), which makes judge scores on a fixed scale cheap;
     for large jobs near-equal values are first snapped to a fine grid (see :func:`_groups`).
 
+    From :data:`NORMAL_LIMIT_MIN` interactions on, when they share no draw, the draws come
+    from the bootstrap's normal limit (its exact first-order variance), which at that size
+    matches the bootstrap within Monte Carlo error at a fraction of the cost.
+
     Interactions with zero weight are dropped before drawing. The values are centred on the
     exact weighted mean before the float32 dot products, which keeps each draw within about
     1e-6 of a float64 computation on the same exponentials (for values in [0, 1]).
@@ -243,6 +250,8 @@ def bayesian_bootstrap_means(
     grouped = _groups(d, w, snap=n * mc >= _SNAP_MIN_ELEMENTS, step=dmax / _SNAP_LEVELS)
     if grouped is not None:
         return out + _grouped_draws(*grouped, mc, rng)
+    if n >= NORMAL_LIMIT_MIN:
+        return out + _normal_limit_draws(d, w, mc, rng)
 
     # Centred numerator w*(x - mean) and denominator w, rescaled so that max |.| is 1.
     wmax = float(w.max())
@@ -338,6 +347,22 @@ def _grouped_draws(
         g = gen.standard_gamma(shapes, size=(stop - start, d.size))
         out[start:stop] = (g @ (w * d)) / (g @ w)
     return out + offset
+
+
+def _normal_limit_draws(
+    d: np.ndarray, w: np.ndarray, mc: int, rng: np.random.SeedSequence
+) -> np.ndarray:
+    """Draws of the Bayesian bootstrap's centred weighted mean from its normal limit.
+
+    With Dirichlet(1, ..., 1) weights, the centred weighted mean has variance
+    ``n / (n + 1) * sum((w * d)**2) / sum(w)**2`` to first order; from tens of thousands of
+    interactions on, its distribution is normal well within the Monte Carlo error of 5,000
+    draws, and drawing ``n`` exponentials per draw would cost seconds for nothing.
+    """
+    n = d.size
+    sd = math.sqrt(n / (n + 1) * float(np.sum((w * d) ** 2))) / float(w.sum())
+    gen = np.random.Generator(np.random.PCG64(_child_seed(rng, 0)))
+    return gen.standard_normal(mc) * sd
 
 
 def _key_words(key: str) -> tuple[int, ...]:
