@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from contextlens.calibration import (
     roc_points,
     spearman,
 )
-from contextlens.cli import main
 from contextlens.errors import InputError
 from contextlens.report.calibration_html import write_calibration_report
 from contextlens.schemas import MetricResult, ModelTestCase
@@ -225,25 +223,9 @@ def test_missing_label_names_file_line_and_field(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the command
 
 
-def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: Any) -> tuple:
-    monkeypatch.setattr(sys, "argv", ["contextlens", *map(str, args)])
-    monkeypatch.setenv("COLUMNS", "200")
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
-
-def test_cli_calibrate_writes_page_and_json(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, labelled: Path, tmp_path: Path
-) -> None:
+def test_cli_calibrate_writes_page_and_json(run_cli, labelled: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    code, text = cli(
-        monkeypatch, capsys, "calibrate", labelled, "--by", "meta.domain", "--out", out, "-q"
-    )
+    code, text = run_cli("calibrate", labelled, "--by", "meta.domain", "--out", out, "-q")
     assert code == 0, text
     assert "AUROC" in text
     saved = json.loads((out / "calibration.json").read_text(encoding="utf-8"))
@@ -251,16 +233,14 @@ def test_cli_calibrate_writes_page_and_json(
     assert (out / "calibration.html").exists()
 
 
-def test_cli_calibrate_bad_input_exits_2(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
-) -> None:
+def test_cli_calibrate_bad_input_exits_2(run_cli, tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps({"id": "x", "question": "q", "answer": "a"}) + "\n")
-    code, text = cli(monkeypatch, capsys, "calibrate", path, "--out", tmp_path / "o", "-q")
+    code, text = run_cli("calibrate", path, "--out", tmp_path / "o", "-q")
     assert code == 2 and "label" in text and ":1" in text
-    code, text = cli(monkeypatch, capsys, "calibrate", tmp_path / "missing.jsonl", "-q")
+    code, text = run_cli("calibrate", tmp_path / "missing.jsonl", "-q")
     assert code == 2
-    code, text = cli(monkeypatch, capsys, "calibrate", path, "--metric", "nope", "-q")
+    code, text = run_cli("calibrate", path, "--metric", "nope", "-q")
     assert code == 2 and "unknown metric" in text
 
 

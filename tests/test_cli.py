@@ -1,26 +1,11 @@
 """The command line: formats, exit statuses, store and comparison."""
 
 import json
-import sys
 
 import pandas as pd
 import pytest
 
-from contextlens.cli import main
 from contextlens.store import RunStore
-
-
-def cli(monkeypatch, capsys, *args):
-    monkeypatch.setattr(sys, "argv", ["contextlens", *map(str, args)])
-    monkeypatch.setenv("COLUMNS", "200")
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
 
 CASES = [
     {
@@ -41,11 +26,9 @@ def cases_file(tmp_path):
     return path
 
 
-def test_run_writes_results_summary_and_report(monkeypatch, capsys, tmp_path, cases_file):
+def test_run_writes_results_summary_and_report(run_cli, tmp_path, cases_file):
     out = tmp_path / "out"
-    code, text = cli(
-        monkeypatch,
-        capsys,
+    code, text = run_cli(
         "run",
         cases_file,
         "-m",
@@ -65,20 +48,18 @@ def test_run_writes_results_summary_and_report(monkeypatch, capsys, tmp_path, ca
     assert len(RunStore().list_runs()) == 1
 
 
-def test_sessions_from_csv_and_cases_from_parquet(monkeypatch, capsys, tmp_path):
+def test_sessions_from_csv_and_cases_from_parquet(run_cli, tmp_path):
     sessions = tmp_path / "s.csv"
     sessions.write_text(
         "session_id,assistant_id,context,qa_id,query,assistant,ground_truth_assistant\n"
         "s1,bot,Open 9am-5pm.,q1,When?,We open at 9am.,\n"
         "s1,bot,Open 9am-5pm.,q2,Sunday?,We are open 24/7.,\n"
     )
-    code, text = cli(monkeypatch, capsys, "run", sessions, "--out", tmp_path / "a", "-q")
+    code, text = run_cli("run", sessions, "--out", tmp_path / "a", "-q")
     assert code == 0, text
     parquet = tmp_path / "c.parquet"
     pd.DataFrame(CASES).to_parquet(parquet)
-    code, text = cli(
-        monkeypatch,
-        capsys,
+    code, text = run_cli(
         "run",
         parquet,
         "-m",
@@ -91,15 +72,13 @@ def test_sessions_from_csv_and_cases_from_parquet(monkeypatch, capsys, tmp_path)
     assert "context_similarity" in text
 
 
-def test_fail_under_exit_status(monkeypatch, capsys, tmp_path, cases_file):
+def test_fail_under_exit_status(run_cli, tmp_path, cases_file):
     args = ("run", cases_file, "-m", "context-similarity", "--out", tmp_path / "o", "-q")
-    code, text = cli(monkeypatch, capsys, *args, "--fail-under", "context-similarity=0.99")
+    code, text = run_cli(*args, "--fail-under", "context-similarity=0.99")
     assert code == 1 and "threshold missed" in text
-    code, _ = cli(monkeypatch, capsys, *args, "--fail-under", "context-similarity=0.1")
+    code, _ = run_cli(*args, "--fail-under", "context-similarity=0.1")
     assert code == 0
-    code, text = cli(
-        monkeypatch,
-        capsys,
+    code, text = run_cli(
         *args,
         "--fail-under",
         "context-similarity=0.99",
@@ -122,31 +101,25 @@ def test_fail_under_exit_status(monkeypatch, capsys, tmp_path, cases_file):
     ],
 )
 def test_user_mistakes_exit_2_without_a_traceback(
-    monkeypatch, capsys, tmp_path, cases_file, args, message
+    run_cli, monkeypatch, tmp_path, cases_file, args, message
 ):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(CASES[0]) + "\n" + json.dumps({"actual_output": "x"}) + "\n")
     args = [a.format(cases=cases_file, bad=bad) for a in args]
     monkeypatch.chdir(tmp_path)
-    code, text = (
-        cli(monkeypatch, capsys, *args, "--out", tmp_path / "o")
-        if args[0] == "run"
-        else cli(monkeypatch, capsys, *args)
-    )
+    code, text = run_cli(*args, "--out", tmp_path / "o") if args[0] == "run" else run_cli(*args)
     assert code == 2, text
     assert message in text and "Traceback" not in text
 
 
-def test_schema_lists_the_columns(monkeypatch, capsys):
-    code, text = cli(monkeypatch, capsys, "schema")
+def test_schema_lists_the_columns(run_cli):
+    code, text = run_cli("schema")
     assert code == 0 and "retrieval_context" in text and "ground_truth_assistant" in text
 
 
-def test_runs_and_compare(monkeypatch, capsys, tmp_path, cases_file):
+def test_runs_and_compare(run_cli, tmp_path, cases_file):
     for name in ("a", "b"):
-        code, _ = cli(
-            monkeypatch,
-            capsys,
+        code, _ = run_cli(
             "run",
             cases_file,
             "-m",
@@ -157,18 +130,16 @@ def test_runs_and_compare(monkeypatch, capsys, tmp_path, cases_file):
         )
         assert code == 0
     first, second = RunStore().latest(2)
-    code, text = cli(monkeypatch, capsys, "runs")
+    code, text = run_cli("runs")
     assert code == 0 and first.run_id in text and second.run_id in text
-    code, text = cli(
-        monkeypatch, capsys, "compare", first.run_id[:6], second.run_id, "--out", tmp_path / "cmp"
-    )
+    code, text = run_cli("compare", first.run_id[:6], second.run_id, "--out", tmp_path / "cmp")
     assert code == 0, text
     assert "identical" in text and (tmp_path / "cmp" / "compare.html").exists()
-    code, text = cli(monkeypatch, capsys, "compare", "zzzz", second.run_id)
+    code, text = run_cli("compare", "zzzz", second.run_id)
     assert code == 2 and "zzzz" in text
 
 
-def test_demo(monkeypatch, capsys, tmp_path):
-    code, text = cli(monkeypatch, capsys, "demo", "--out", tmp_path / "demo")
+def test_demo(run_cli, tmp_path):
+    code, text = run_cli("demo", "--out", tmp_path / "demo")
     assert code == 0, text
     assert "context-eval-001" in text and (tmp_path / "demo" / "report.html").exists()
