@@ -248,3 +248,20 @@ def test_failed_items_are_asked_afresh_and_reasked_items_replay_from_cache(tmp_p
         assert server.calls == 2  # the invalid reply and the re-ask
         evaluate(sessions(1, prefix="r"), [Context()], judge=judge_spec(server, "x"), **kw)
         assert server.calls == 2  # both replayed from the cache
+
+
+def test_a_new_concurrency_applies_at_once_on_a_known_backend():
+    with FakeOpenAIServer(latency=0.05) as server:
+        spec = judge_spec(server, "limits")
+        evaluate(
+            sessions(2), [Context()], judge=spec, max_concurrency=2, cache=False, progress=False
+        )
+        evaluate(
+            sessions(10, 4, prefix="t"),
+            [Context()],
+            judge=spec,
+            max_concurrency=16,
+            cache=False,
+            progress=False,
+        )
+        assert server.peak_in_flight == 16

@@ -88,12 +88,17 @@ _registry_lock = threading.Lock()
 
 
 def limiter_for(key: str, limit: int) -> Limiter:
-    """The limiter shared by every judge on the backend ``key`` (maximum set to ``limit``)."""
+    """The limiter shared by every judge on the backend ``key``.
+
+    Asking for another ``limit`` than the limiter has reconfigures it: the maximum and the
+    current limit both become ``limit``. The same limit keeps the adaptive state, so a
+    backend that was rate-limited a moment ago is not hit at full speed again.
+    """
     with _registry_lock:
         limiter = _registry.get(key)
         if limiter is None:
             limiter = _registry[key] = Limiter(limit)
-        elif limiter.max_limit != limit:
+        elif limiter.max_limit != limit:  # a new configuration starts at its own limit
             limiter.max_limit = limit
-            limiter.current = min(limiter.current, float(limit))
+            limiter.current = float(limit)
         return limiter
