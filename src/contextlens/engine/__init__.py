@@ -1,1 +1,1 @@
-"""Cross-cutting work of every judge call: limits now; cache, retries and accounting next."""
+"""Cross-cutting work of every judge call: cache, concurrency limits, retries, accounting."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
@@ -96,11 +97,22 @@ def data_block(tag: str, text: str) -> str:
 
 
 def build_messages(
-    system: str, user: str, schema: type[BaseModel], services: Services, **values: str
+    system: str,
+    user: str,
+    schema: type[BaseModel],
+    services: Services,
+    *,
+    system_values: Mapping[str, str] | None = None,
+    **values: str,
 ) -> list[Message]:
-    """System and user messages from two prompt files; ``values`` are already-delimited blocks."""
+    """System and user messages from two prompt files.
+
+    ``values`` fill the user prompt and are already-delimited data blocks; ``system_values``
+    fill the system prompt's own placeholders besides ``$format``.
+    """
     instructions = format_instructions(schema, services.bos_json_clause, services.eos_json_clause)
+    system_text = load_prompt(system).substitute(format=instructions, **(system_values or {}))
     return [
-        {"role": "system", "content": load_prompt(system).substitute(format=instructions)},
+        {"role": "system", "content": system_text},
         {"role": "user", "content": load_prompt(user).substitute(**values)},
     ]

@@ -37,9 +37,8 @@ from contextlens.errors import InputError, JudgeError, MetricComputationError
 from contextlens.judges.base import Message
 from contextlens.judges.litellm import LiteLLMBackend
 from contextlens.judges.openai_compat import OpenAICompatBackend
-from contextlens.judges.parsing import format_instructions
 from contextlens.judges.resolve import backend_from_spec
-from contextlens.metrics.base import Services, data_block, load_prompt, make_services
+from contextlens.metrics.base import Services, build_messages, data_block, make_services
 from contextlens.offline.precision import PrecisionItem, score_precision
 from contextlens.schemas import MetricResult, ModelTestCase, ScoreResult
 from contextlens.store import record_score
@@ -235,19 +234,17 @@ def precision_messages(
     services: Services,
 ) -> list[Message]:
     """The judge prompt for one case: instructions and examples, then the case as data."""
-    instructions = format_instructions(
-        PrecisionVerdict, services.bos_json_clause, services.eos_json_clause
-    )
-    system = load_prompt("context_precision_system.md").substitute(
-        format=instructions, examples=render_examples(examples, services)
-    )
-    user = load_prompt("context_precision_user.md").substitute(
+    return build_messages(
+        "context_precision_system.md",
+        "context_precision_user.md",
+        PrecisionVerdict,
+        services,
+        system_values={"examples": render_examples(examples, services)},
         input=data_block("input", case.input),
         output=data_block("output", case.output),
         expected_output=data_block("expected_output", case.expected_output),
         context=_context_blocks(case.context),
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def to_score_result(result: MetricResult, name: str) -> ScoreResult:

@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from contextlens.embeddings.base import Embedder
+from contextlens.embeddings.base import Embedder, embed_distinct
 from contextlens.offline.text import content_words, sentences
 
 #: Logistic weights: intercept, statement similarity, chunk similarity, word overlap.
@@ -111,13 +111,11 @@ async def score_relevance(
             *(s for group in chunk_sentences for s in group),
         )
     ]
-    distinct = list(dict.fromkeys(texts))
-    index = {text: i for i, text in enumerate(distinct)}
-    vectors = await embedder.embed(distinct) if distinct else np.zeros((0, 1), np.float32)
+    vectors = await embed_distinct(embedder, texts)
 
     results: list[RelevanceResult] = []
     for item, chunk_sentences in zip(items, per_item, strict=True):
-        query = vectors[index[item.input]]
+        query = vectors[item.input]
         words = content_words(item.input)
         scored: list[StatementRelevance] = []
         chunk_relevance: list[float] = []
@@ -125,8 +123,8 @@ async def score_relevance(
             if not group:
                 chunk_relevance.append(0.0)
                 continue
-            chunk_sim = float(vectors[index[chunk]] @ query)
-            sims = vectors[[index[s] for s in group]] @ query
+            chunk_sim = float(vectors[chunk] @ query)
+            sims = vectors.of(group) @ query
             found: list[StatementRelevance] = []
             for statement, sim in zip(group, sims.tolist(), strict=True):
                 overlap = _overlap(statement, words)

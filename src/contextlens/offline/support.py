@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contextlens.embeddings.base import Embedder
+from contextlens.embeddings.base import Embedder, embed_distinct
 from contextlens.offline.text import content_words, is_question, numbers, sentences
 
 #: Logistic weights: intercept, similarity, overlap, share of new numbers.
@@ -102,9 +102,9 @@ async def score_support(items: Sequence[SupportItem], embedder: Embedder) -> lis
     """Support of each item's reply by its evidence; every distinct text is embedded once."""
     claim_lists = [_claims(item.reply) for item in items]
     evidence_lists = [[s for text in item.evidence for s in sentences(text)] for item in items]
-    distinct = list(dict.fromkeys(s for group in (*claim_lists, *evidence_lists) for s in group))
-    index = {text: i for i, text in enumerate(distinct)}
-    vectors = await embedder.embed(distinct) if distinct else np.zeros((0, 1), np.float32)
+    vectors = await embed_distinct(
+        embedder, (s for group in (*claim_lists, *evidence_lists) for s in group)
+    )
 
     results: list[SupportResult] = []
     for claims, evidence, item in zip(claim_lists, evidence_lists, items, strict=True):
@@ -116,7 +116,7 @@ async def score_support(items: Sequence[SupportItem], embedder: Embedder) -> lis
         if not evidence:
             results.append(SupportResult(0.0, (), "There is no context to support the reply."))
             continue
-        sims = vectors[[index[c] for c in claims]] @ vectors[[index[e] for e in evidence]].T
+        sims = vectors.of(claims) @ vectors.of(evidence).T
         evidence_words = set().union(*(content_words(t) for t in item.evidence))
         evidence_numbers = set().union(*(numbers(t) for t in item.evidence))
         scored = tuple(
