@@ -26,31 +26,41 @@ from contextlens.judges.openai_compat import OpenAICompatBackend
 from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS
 
 
-def backend_from_spec(spec: str, *, use_structured_output: bool = False) -> ChatBackend:
-    """The chat backend a spec string names."""
+def backend_from_spec(
+    spec: str,
+    *,
+    use_structured_output: bool = False,
+    temperature: float | None = None,
+    seed: int | None = None,
+) -> ChatBackend:
+    """The chat backend a spec string names; ``temperature`` and ``seed`` go with every
+    request when given (the backends' own defaults otherwise)."""
     spec = spec.strip()
+    params: dict[str, Any] = {"use_structured_output": use_structured_output}
+    if temperature is not None:
+        params["temperature"] = temperature
+    if seed is not None:
+        params["seed"] = seed
     if spec.startswith(("http://", "https://")):
         base_url, sep, model = spec.partition("#")
         if not sep or not model:
             raise ValueError(f"judge spec {spec!r}: expected http://HOST:PORT/v1#MODEL")
-        return OpenAICompatBackend(
-            model, base_url=base_url.rstrip("/"), use_structured_output=use_structured_output
-        )
+        return OpenAICompatBackend(model, base_url=base_url.rstrip("/"), **params)
     prefix, sep, rest = spec.partition(":")
     if sep and prefix == "openai":
-        return OpenAICompatBackend(rest, use_structured_output=use_structured_output)
+        return OpenAICompatBackend(rest, **params)
     if sep and prefix == "litellm":
-        return LiteLLMBackend(rest, use_structured_output=use_structured_output)
+        return LiteLLMBackend(rest, **params)
     if sep:
         raise ValueError(
             f"judge spec {spec!r}: unknown prefix {prefix!r}; use offline, openai:MODEL, "
             "http://HOST:PORT/v1#MODEL or litellm:PROVIDER/MODEL"
         )
     if "/" in spec:
-        return LiteLLMBackend(spec, use_structured_output=use_structured_output)
+        return LiteLLMBackend(spec, **params)
     if not spec:
         raise ValueError("empty judge spec")
-    return OpenAICompatBackend(spec, use_structured_output=use_structured_output)
+    return OpenAICompatBackend(spec, **params)
 
 
 def resolve_judge(

@@ -35,8 +35,6 @@ from pydantic import (
 
 from contextlens.errors import InputError, JudgeError, MetricComputationError
 from contextlens.judges.base import Message
-from contextlens.judges.litellm import LiteLLMBackend
-from contextlens.judges.openai_compat import OpenAICompatBackend
 from contextlens.judges.resolve import backend_from_spec
 from contextlens.metrics.base import Services, build_messages, data_block, make_services
 from contextlens.offline.precision import PrecisionItem, score_precision
@@ -270,16 +268,7 @@ def to_score_result(result: MetricResult, name: str) -> ScoreResult:
 def _services(model: Any, seed: int | None, temperature: float | None) -> Services:
     """Services for ``model``; a spec string's backend gets ``seed`` and ``temperature``."""
     if isinstance(model, str) and model.strip().lower() not in ("", "offline"):
-        backend = backend_from_spec(model)
-        if isinstance(backend, OpenAICompatBackend):
-            if temperature is not None:
-                backend.temperature = temperature
-            if seed is not None:
-                backend.seed = seed
-        elif isinstance(backend, LiteLLMBackend):
-            extra = {"temperature": temperature, "seed": seed}
-            backend.params.update({k: v for k, v in extra.items() if v is not None})
-        model = backend
+        model = backend_from_spec(model, temperature=temperature, seed=seed)
     return make_services(model)
 
 
