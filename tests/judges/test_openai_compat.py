@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import ssl
+import gc
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
+import aiohttp
 import httpx
 import pytest
+from aiohttp import web
 from pydantic import BaseModel
 
 from contextlens.judges.base import (
@@ -21,7 +24,7 @@ from contextlens.judges.base import (
     Message,
     parse_retry_after,
 )
-from contextlens.judges.openai_compat import OpenAICompatBackend, _ClientShards
+from contextlens.judges.openai_compat import OpenAICompatBackend
 from contextlens.testing import DEFAULT_REPLY, FakeOpenAIServer
 
 MESSAGES: list[Message] = [
@@ -199,29 +202,38 @@ async def test_connection_refused_gives_connection_error() -> None:
     assert SECRET not in str(info.value)
 
 
-async def test_reply_without_content_is_not_retryable(
-    server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        bodies = {
-            "/a/chat/completions": {"choices": []},
-            "/b/chat/completions": {"choices": [{"message": {"content": None, "refusal": "no"}}]},
-        }
-        if request.url.path in bodies:
-            return httpx.Response(200, json=bodies[request.url.path])
-        return httpx.Response(200, text="<html>")
+@pytest.fixture
+async def odd_server() -> AsyncIterator[str]:
+    """A real HTTP server on 127.0.0.1 whose 200 replies are unusable in three ways."""
+    bodies = {
+        "a": {"choices": []},
+        "b": {"choices": [{"message": {"content": None, "refusal": "no"}}]},
+    }
 
-    transport = httpx.MockTransport(handler)
+    async def handler(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name in bodies:
+            return web.json_response(bodies[name])
+        return web.Response(text="<html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_post("/{name}/chat/completions", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+async def test_reply_without_content_is_not_retryable(odd_server: str) -> None:
     for prefix, expected in (("a", "no choices"), ("b", "refusal"), ("c", "not JSON")):
-        backend = OpenAICompatBackend("m", base_url=f"http://mock/{prefix}")
-        shards = _ClientShards(1.0, ssl.create_default_context())
-        shards.clients, shards.loads = [httpx.AsyncClient(transport=transport)], [0]
-        backend._clients[asyncio.get_running_loop()] = shards
-        with pytest.raises(BackendError) as info:
-            await backend.complete(MESSAGES)
+        async with OpenAICompatBackend("m", base_url=f"{odd_server}/{prefix}") as backend:
+            with pytest.raises(BackendError) as info:
+                await backend.complete(MESSAGES)
         assert not info.value.retryable
         assert expected in str(info.value)
-        await backend.aclose()
 
 
 async def test_peak_in_flight_under_concurrent_calls() -> None:
@@ -254,25 +266,21 @@ def test_embeddings_endpoint(server: FakeOpenAIServer) -> None:
 
 def test_same_backend_from_two_event_loops(server: FakeOpenAIServer) -> None:
     backend = OpenAICompatBackend("m", base_url=server.base_url)
+    sessions: list[aiohttp.ClientSession] = []
 
-    clients: list[httpx.AsyncClient] = []
-
-    async def once() -> str:
+    async def once(close: bool) -> str:
         completion = await backend.complete(MESSAGES)
-        clients.extend(backend._clients[asyncio.get_running_loop()].clients)
-        await backend.aclose()
+        sessions.append(backend._sessions[asyncio.get_running_loop()].session)
+        if close:
+            await backend.aclose()
         return completion.text
 
-    assert asyncio.run(once()) == asyncio.run(once()) == DEFAULT_REPLY
-    assert len(clients) == 2
-    assert clients[0] is not clients[1]
-    assert all(client.is_closed for client in clients)
-    assert server.calls == 2
-
-    async def without_close() -> str:
-        return (await backend.complete(MESSAGES)).text
-
-    # No aclose between runs: the next loop still gets a working client of its own.
-    assert asyncio.run(without_close()) == DEFAULT_REPLY
-    assert asyncio.run(once()) == DEFAULT_REPLY
+    assert asyncio.run(once(close=True)) == asyncio.run(once(close=True)) == DEFAULT_REPLY
+    # No aclose: the loop's shutdown closes the session, and the next loop gets its own.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        assert asyncio.run(once(close=False)) == asyncio.run(once(close=False)) == DEFAULT_REPLY
+        gc.collect()
+    assert len({id(s) for s in sessions}) == 4
+    assert all(s.closed for s in sessions)
     assert server.calls == 4

@@ -8,17 +8,16 @@ subclasses that say whether a retry may help.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import json
 import os
-import ssl
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-import httpx
+import aiohttp
 from pydantic import BaseModel
 
 from contextlens.judges.base import (
@@ -36,71 +35,36 @@ __all__ = ["DEFAULT_BASE_URL", "OpenAICompatBackend"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MAX_ERROR_CHARS = 300
-_CALLS_PER_CLIENT = 8
-_MAX_CLIENTS = 64
 
 
-_ssl_contexts: dict[bool, ssl.SSLContext] = {}
-_ssl_lock = threading.Lock()
+class _LoopSession:
+    """The aiohttp session of one event loop, closed when that loop shuts down.
 
-
-def _ssl_context(base_url: str) -> ssl.SSLContext:
-    """One shared context: verifying (loading the CA bundle takes ~50 ms) for https, a bare
-    one for plain http, where it is never used (redirects are not followed)."""
-    https = base_url.lower().startswith("https:")
-    with _ssl_lock:
-        if https not in _ssl_contexts:
-            _ssl_contexts[https] = (
-                httpx.create_ssl_context() if https else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            )
-        return _ssl_contexts[https]
-
-
-class _ClientShards:
-    """The HTTP clients of one event loop.
-
-    httpx's connection pool does work proportional to (queued requests x connections) on
-    every request, so at a few dozen concurrent calls one client burns more CPU on pool
-    bookkeeping than on I/O (a known httpx issue). Calls are therefore spread over several
-    small clients, a new one opened when all have ``_CALLS_PER_CLIENT`` calls in flight.
+    A session belongs to the loop it was opened in. Besides :meth:`aclose`, an async
+    generator parked at its ``yield`` closes it: ``asyncio.run`` (and every runner that
+    calls ``loop.shutdown_asyncgens()``) finalises it before closing the loop, so a backend
+    used from successive ``asyncio.run`` calls never leaks a session.
     """
 
-    def __init__(self, timeout: float, ssl_context: ssl.SSLContext) -> None:
-        self._timeout = httpx.Timeout(timeout, pool=None)
-        self._ssl_context = ssl_context
-        self.clients: list[httpx.AsyncClient] = []
-        self.loads: list[int] = []
+    def __init__(self, timeout: float) -> None:
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
+            trust_env=True,
+        )
+        self._closer = self._close_at_shutdown()
 
-    @contextlib.contextmanager
-    def acquire(self) -> Iterator[httpx.AsyncClient]:
-        """The least busy client (opening one more when all are busy), for one call."""
-        index = min(range(len(self.loads)), key=self.loads.__getitem__, default=-1)
-        if index < 0 or (
-            self.loads[index] >= _CALLS_PER_CLIENT and len(self.clients) < _MAX_CLIENTS
-        ):
-            self.clients.append(
-                httpx.AsyncClient(
-                    timeout=self._timeout,
-                    verify=self._ssl_context,
-                    limits=httpx.Limits(
-                        max_connections=_CALLS_PER_CLIENT,
-                        max_keepalive_connections=_CALLS_PER_CLIENT,
-                        keepalive_expiry=30,
-                    ),
-                )
-            )
-            self.loads.append(0)
-            index = len(self.clients) - 1
-        self.loads[index] += 1
+    async def start(self) -> None:
+        await self._closer.__anext__()
+
+    async def _close_at_shutdown(self) -> AsyncIterator[None]:
         try:
-            yield self.clients[index]
+            yield
         finally:
-            self.loads[index] -= 1
+            await self.session.close()
 
     async def aclose(self) -> None:
-        clients, self.clients, self.loads = self.clients, [], []
-        for client in clients:
-            await client.aclose()
+        await self._closer.aclose()
 
 
 class OpenAICompatBackend:
@@ -120,8 +84,10 @@ class OpenAICompatBackend:
         extra_body: merged into every request body last (so it may override fields).
         headers: extra HTTP headers.
 
-    HTTP clients are kept per event loop, so the object may be used from successive
-    ``asyncio.run`` calls; :meth:`aclose` closes the current loop's clients.
+    The transport is aiohttp (about a quarter of httpx's client CPU per call at dozens of
+    calls in flight). One session is kept per event loop, so the object may be used from
+    successive ``asyncio.run`` calls; a loop's session is closed when the loop shuts down,
+    or earlier by :meth:`aclose`.
     """
 
     name = "openai-compat"
@@ -151,9 +117,9 @@ class OpenAICompatBackend:
         self.use_structured_output = use_structured_output
         self.extra_body = dict(extra_body or {})
         self.headers = dict(headers or {})
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _ClientShards]
-        self._clients = weakref.WeakKeyDictionary()
-        self._clients_lock = threading.Lock()
+        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSession]
+        self._sessions = weakref.WeakKeyDictionary()
+        self._sessions_lock = threading.Lock()
 
     def __repr__(self) -> str:
         key = "'***'" if self._api_key else "None"
@@ -177,26 +143,27 @@ class OpenAICompatBackend:
         """Stable identity of the endpoint and model, for caching and rate limiting."""
         return f"openai-compat:{self.base_url}#{self.model}"
 
-    # -- clients -----------------------------------------------------------------------
+    # -- sessions ----------------------------------------------------------------------
 
-    def _shards(self) -> _ClientShards:
+    async def _session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        with self._clients_lock:
-            shards = self._clients.get(loop)
-            if shards is None:
-                shards = _ClientShards(self.timeout, _ssl_context(self.base_url))
-                self._clients[loop] = shards
-            return shards
+        with self._sessions_lock:
+            opened = self._sessions.get(loop)
+            if opened is not None:
+                return opened.session
+            opened = self._sessions[loop] = _LoopSession(self.timeout)
+        await opened.start()
+        return opened.session
 
     async def aclose(self) -> None:
-        """Close the running loop's HTTP clients and forget those of closed loops."""
+        """Close the running loop's HTTP session and forget those of closed loops."""
         loop = asyncio.get_running_loop()
-        with self._clients_lock:
-            shards = self._clients.pop(loop, None)
-            for other in [lp for lp in self._clients if lp.is_closed()]:
-                del self._clients[other]
-        if shards is not None:
-            await shards.aclose()
+        with self._sessions_lock:
+            opened = self._sessions.pop(loop, None)
+            for other in [lp for lp in self._sessions if lp.is_closed()]:
+                del self._sessions[other]
+        if opened is not None:
+            await opened.aclose()
 
     async def __aenter__(self) -> OpenAICompatBackend:
         return self
@@ -255,39 +222,44 @@ class OpenAICompatBackend:
         """
         url = f"{self.base_url}/chat/completions"
         body = self._body(messages, schema)
+        session = await self._session()
         started = time.perf_counter()
         try:
-            with self._shards().acquire() as client:
-                response = await client.post(url, json=body, headers=self._request_headers())
-        except httpx.TimeoutException as exc:
+            async with session.post(
+                url, json=body, headers=self._request_headers(), allow_redirects=False
+            ) as response:
+                status, headers = response.status, response.headers
+                raw = await response.read()
+        except asyncio.TimeoutError as exc:  # aiohttp's connect and read timeouts
             raise BackendTimeout(
                 f"{type(exc).__name__} after {self.timeout:g}s calling {url}"
             ) from None
-        except httpx.TransportError as exc:
+        except aiohttp.ClientError as exc:
             raise BackendConnectionError(
                 self._redact(f"{type(exc).__name__} calling {url}: {exc}")
             ) from None
         latency = time.perf_counter() - started
-        if response.status_code >= 400:
+        text = raw.decode("utf-8", errors="replace")  # for messages; the parse reads bytes
+        if status >= 400:
             raise BackendHTTPError(
-                response.status_code,
-                self._redact(_error_message(response)),
-                _retry_after(response.headers),
+                status,
+                self._redact(_error_message(text, response.reason)),
+                _retry_after(headers),
             )
         try:
-            data = response.json()
+            data = json.loads(raw)
         except ValueError:
             raise BackendError(
-                self._redact(f"reply is not JSON: {response.text!r}"), retryable=False
+                self._redact(f"reply is not JSON: {text!r}"), retryable=False
             ) from None
-        return Completion(text=self._content(data, response), usage=_usage(data), latency=latency)
+        return Completion(text=self._content(data, text), usage=_usage(data), latency=latency)
 
-    def _content(self, data: Any, response: httpx.Response) -> str:
+    def _content(self, data: Any, text: str) -> str:
         try:
             message = data["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
             raise BackendError(
-                self._redact(f"reply has no choices[0].message: {response.text!r}"),
+                self._redact(f"reply has no choices[0].message: {text!r}"),
                 retryable=False,
             ) from None
         content = message.get("content") if isinstance(message, dict) else None
@@ -298,21 +270,21 @@ class OpenAICompatBackend:
         raise BackendError(self._redact(f"reply has no text content ({detail})"), retryable=False)
 
 
-def _error_message(response: httpx.Response) -> str:
+def _error_message(text: str, reason: str | None) -> str:
     """The ``error.message`` of an OpenAI-style error body, else the raw body."""
     try:
-        data = response.json()
+        data = json.loads(text)
     except ValueError:
-        return response.text.strip() or response.reason_phrase
+        return text.strip() or (reason or "")
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict) and error.get("message"):
         return str(error["message"])
     if isinstance(error, str):
         return error
-    return response.text.strip() or response.reason_phrase
+    return text.strip() or (reason or "")
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds from ``retry-after-ms`` (OpenAI's) or ``Retry-After``."""
     millis = parse_retry_after(headers.get("retry-after-ms"))
     if millis is not None:
