@@ -24,7 +24,7 @@ from contextlens.judges.base import (
     Message,
     parse_retry_after,
 )
-from contextlens.judges.openai_compat import OpenAICompatBackend
+from contextlens.judges.openai_compat import OpenAICompatBackend, _env_proxy
 from contextlens.testing import DEFAULT_REPLY, FakeOpenAIServer
 
 MESSAGES: list[Message] = [
@@ -284,3 +284,15 @@ def test_same_backend_from_two_event_loops(server: FakeOpenAIServer) -> None:
     assert len({id(s) for s in sessions}) == 4
     assert all(s.closed for s in sessions)
     assert server.calls == 4
+
+
+def test_proxy_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert _env_proxy("https://api.openai.com/v1") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.local:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    assert _env_proxy("https://api.openai.com/v1") == "http://proxy.local:3128"
+    assert _env_proxy("https://internal.example/v1") is None
+    assert _env_proxy("http://127.0.0.1:8000/v1") is None  # no HTTP_PROXY set

@@ -181,19 +181,18 @@ class Ledger:
         """
         usage = usage or Usage()
         cost = self.prices.cost(model, usage)
-        delta = Counts(
-            calls=calls,
-            cache_hits=cache_hits,
-            retries=retries,
-            failures=failures,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cost=cost or 0.0,
-            unpriced_calls=calls if cost is None else 0,
-        )
         with self._lock:
-            key = (metric, judge)
-            self._counts[key] = self._counts.get(key, Counts()) + delta
+            counts = self._counts.get((metric, judge))
+            if counts is None:
+                counts = self._counts[(metric, judge)] = Counts()
+            counts.calls += calls
+            counts.cache_hits += cache_hits
+            counts.retries += retries
+            counts.failures += failures
+            counts.prompt_tokens += usage.prompt_tokens
+            counts.completion_tokens += usage.completion_tokens
+            counts.cost += cost or 0.0
+            counts.unpriced_calls += calls if cost is None else 0
 
     def entries(self) -> dict[tuple[str, str], Counts]:
         """A copy of the counts by (metric, judge)."""

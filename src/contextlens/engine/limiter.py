@@ -13,15 +13,17 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections import deque
+from types import TracebackType
 
 
 class Limiter:
     """At most ``limit`` calls in flight at once, lowered on rate limits and raised slowly.
 
-    One limiter may be used from several event loops over its life (each sync call runs
-    its own loop); each loop gets its own condition, created on first use.
+    Waiters queue first come first served and a freed slot is handed straight to the
+    longest waiter (no herd of waiters re-checking a condition). One limiter may be used
+    from several event loops over its life (each sync call runs its own loop); each loop
+    has its own queue.
     """
 
     def __init__(
@@ -38,8 +40,8 @@ class Limiter:
         self.peak = 0
         self.rate_limited = 0
         self._last_decrease = float("-inf")
-        self._conditions: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, asyncio.Condition
+        self._waiters: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, deque[asyncio.Future[None]]
         ] = weakref.WeakKeyDictionary()
 
     @property
@@ -47,32 +49,59 @@ class Limiter:
         """The number of calls allowed in flight now."""
         return max(1, int(self.current))
 
-    def _condition(self) -> asyncio.Condition:
+    def _queue(self) -> deque[asyncio.Future[None]]:
         loop = asyncio.get_running_loop()
-        cond = self._conditions.get(loop)
-        if cond is None:
-            cond = self._conditions[loop] = asyncio.Condition()
-        return cond
+        queue = self._waiters.get(loop)
+        if queue is None:
+            queue = self._waiters[loop] = deque()
+        return queue
 
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one slot for the duration of the block."""
-        cond = self._condition()
-        async with cond:
-            await cond.wait_for(lambda: self.in_flight < self.limit)
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
+    def slot(self) -> _Slot:
+        """``async with limiter.slot():`` holds one slot for the duration of the block."""
+        return _Slot(self)
+
+    async def acquire(self) -> None:
+        """Wait for a slot, first come first served."""
+        queue = self._queue()
+        if self.in_flight < self.limit and not queue:
+            self._take()
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        queue.append(waiter)
         try:
-            yield
-        finally:
-            async with cond:
-                self.in_flight -= 1
-                cond.notify(max(1, self.limit - self.in_flight))
+            await waiter  # the releaser has taken the slot for us
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed a slot while being cancelled: pass it on
+            else:
+                queue.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        """Give a slot back; the longest waiters get the slots now free."""
+        self.in_flight -= 1
+        self._wake()
+
+    def _take(self) -> None:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+
+    def _wake(self) -> None:
+        try:
+            queue = self._waiters.get(asyncio.get_running_loop())
+        except RuntimeError:  # no loop running: nobody can be waiting in it
+            return
+        while queue and self.in_flight < self.limit:
+            waiter = queue.popleft()
+            if not waiter.done():
+                self._take()
+                waiter.set_result(None)
 
     def on_success(self) -> None:
         """A call succeeded: raise the limit by ``1/limit``, up to the maximum."""
         if self.adaptive and self.current < self.max_limit:
             self.current = min(float(self.max_limit), self.current + 1.0 / self.current)
+            self._wake()
 
     def on_rate_limited(self) -> None:
         """A call was rate-limited: lower the limit by ``backoff`` (once per cooldown)."""
@@ -81,6 +110,26 @@ class Limiter:
         if self.adaptive and now - self._last_decrease >= self.cooldown:
             self.current = max(1.0, self.current * self.backoff)
             self._last_decrease = now
+
+
+class _Slot:
+    """The async context manager of :meth:`Limiter.slot`."""
+
+    __slots__ = ("_limiter",)
+
+    def __init__(self, limiter: Limiter) -> None:
+        self._limiter = limiter
+
+    async def __aenter__(self) -> None:
+        await self._limiter.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._limiter.release()
 
 
 _registry: dict[str, Limiter] = {}

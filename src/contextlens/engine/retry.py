@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -71,6 +72,32 @@ def _retry_after(exc: BaseException | None) -> float | None:
     return float(value) if value >= 0 and math.isfinite(value) else None
 
 
+if sys.version_info >= (3, 11):
+
+    async def _within(fn: Callable[[], Awaitable[T]], seconds: float) -> T:
+        """``await fn()``, or :class:`BackendTimeout` after ``seconds``."""
+        scope = asyncio.timeout(seconds)
+        try:
+            async with scope:
+                return await fn()
+        except TimeoutError:
+            if scope.expired():
+                raise BackendTimeout(f"no reply within {seconds:g}s") from None
+            raise  # raised by fn itself, not our timeout (still retryable)
+
+else:  # Python 3.10: no asyncio.timeout; wait_for runs fn in a task of its own
+
+    async def _within(fn: Callable[[], Awaitable[T]], seconds: float) -> T:
+        """``await fn()``, or :class:`BackendTimeout` after ``seconds``."""
+        begun = time.monotonic()
+        try:
+            return await asyncio.wait_for(fn(), seconds)
+        except asyncio.TimeoutError:
+            if time.monotonic() - begun < seconds:
+                raise  # raised by fn itself, not our timeout (still retryable)
+            raise BackendTimeout(f"no reply within {seconds:g}s") from None
+
+
 async def call_with_retry(
     fn: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
@@ -123,13 +150,24 @@ async def call_with_retry(
     async def attempt() -> T:
         if policy.timeout is None:
             return await fn()
-        begun = time.monotonic()
-        try:
-            return await asyncio.wait_for(fn(), policy.timeout)
-        except asyncio.TimeoutError:
-            if time.monotonic() - begun < policy.timeout:
-                raise  # raised by fn itself, not our timeout (still retryable)
-            raise BackendTimeout(f"no reply within {policy.timeout:g}s") from None
+        return await _within(fn, policy.timeout)
+
+    # The first try runs outside tenacity, whose per-call bookkeeping costs more CPU than
+    # the rest of a judge call; a retryable failure is replayed as tenacity's first attempt,
+    # so every decision about waiting and stopping is still tenacity's.
+    try:
+        return await attempt()
+    except Exception as exc:
+        if not is_retryable(exc) or policy.max_attempts <= 1:
+            raise
+        first: Exception | None = exc
+
+    async def replay_then_attempt() -> T:
+        nonlocal first
+        if first is not None:
+            failed, first = first, None
+            raise failed
+        return await attempt()
 
     retrying = AsyncRetrying(
         stop=stop,
@@ -138,4 +176,4 @@ async def call_with_retry(
         before_sleep=before_sleep,
         reraise=True,
     )
-    return await retrying(attempt)
+    return await retrying(replay_then_attempt)

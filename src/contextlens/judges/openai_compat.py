@@ -12,10 +12,12 @@ import json
 import os
 import threading
 import time
+import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from pydantic import BaseModel
@@ -46,12 +48,12 @@ class _LoopSession:
     used from successive ``asyncio.run`` calls never leaks a session.
     """
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, base_url: str, timeout: float) -> None:
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
-            trust_env=True,
         )
+        self.proxy = _env_proxy(base_url)
         self._closer = self._close_at_shutdown()
 
     async def start(self) -> None:
@@ -145,15 +147,15 @@ class OpenAICompatBackend:
 
     # -- sessions ----------------------------------------------------------------------
 
-    async def _session(self) -> aiohttp.ClientSession:
+    async def _session(self) -> _LoopSession:
         loop = asyncio.get_running_loop()
         with self._sessions_lock:
             opened = self._sessions.get(loop)
             if opened is not None:
-                return opened.session
-            opened = self._sessions[loop] = _LoopSession(self.timeout)
+                return opened
+            opened = self._sessions[loop] = _LoopSession(self.base_url, self.timeout)
         await opened.start()
-        return opened.session
+        return opened
 
     async def aclose(self) -> None:
         """Close the running loop's HTTP session and forget those of closed loops."""
@@ -222,11 +224,15 @@ class OpenAICompatBackend:
         """
         url = f"{self.base_url}/chat/completions"
         body = self._body(messages, schema)
-        session = await self._session()
+        opened = await self._session()
         started = time.perf_counter()
         try:
-            async with session.post(
-                url, json=body, headers=self._request_headers(), allow_redirects=False
+            async with opened.session.post(
+                url,
+                json=body,
+                headers=self._request_headers(),
+                proxy=opened.proxy,
+                allow_redirects=False,
             ) as response:
                 status, headers = response.status, response.headers
                 raw = await response.read()
@@ -268,6 +274,15 @@ class OpenAICompatBackend:
         refusal = message.get("refusal") if isinstance(message, dict) else None
         detail = f"refusal: {refusal!r}" if refusal else f"message: {message!r}"
         raise BackendError(self._redact(f"reply has no text content ({detail})"), retryable=False)
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy that ``HTTP(S)_PROXY`` / ``NO_PROXY`` give for ``url``, read once per session
+    (aiohttp's ``trust_env`` would re-read them in a worker thread on every request)."""
+    parts = urlsplit(url)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def _error_message(text: str, reason: str | None) -> str:

@@ -87,13 +87,14 @@ def data_block(tag: str, text: str) -> str:
 
     Evaluated text is data: it must not be able to close its block and speak as the prompt.
     """
-    defused = re.sub(
-        rf"<(\s*/?\s*{re.escape(tag)}\s*)>",
-        lambda m: f"&lt;{m.group(1)}&gt;",
-        text,
-        flags=re.IGNORECASE,
-    )
+    defused = _delimiter(tag).sub(lambda m: f"&lt;{m.group(1)}&gt;", text)
     return f"<{tag}>\n{defused}\n</{tag}>"
+
+
+@cache
+def _delimiter(tag: str) -> re.Pattern[str]:
+    """``<tag>`` and ``</tag>`` in any case and spacing."""
+    return re.compile(rf"<(\s*/?\s*{re.escape(tag)}\s*)>", re.IGNORECASE)
 
 
 def build_messages(

@@ -1,0 +1,116 @@
+"""The adaptive limiter: the bound, first come first served, cancellation, AIMD, registry."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from contextlens.engine.limiter import Limiter, limiter_for
+
+
+async def test_never_more_than_the_limit_in_flight() -> None:
+    limiter = Limiter(4, adaptive=False)
+    active = peak = 0
+
+    async def call() -> None:
+        nonlocal active, peak
+        async with limiter.slot():
+            active += 1
+            peak = max(peak, active)
+            await asyncio.sleep(0.001)
+            active -= 1
+
+    await asyncio.gather(*(call() for _ in range(50)))
+    assert peak == limiter.peak == 4
+    assert limiter.in_flight == 0
+
+
+async def test_waiters_are_served_in_arrival_order() -> None:
+    limiter = Limiter(1, adaptive=False)
+    order: list[int] = []
+    await limiter.acquire()
+
+    async def call(i: int) -> None:
+        async with limiter.slot():
+            order.append(i)
+
+    tasks = [asyncio.create_task(call(i)) for i in range(6)]
+    await asyncio.sleep(0)  # all six are queued now
+    limiter.release()
+    await asyncio.gather(*tasks)
+    assert order == list(range(6))
+
+
+async def test_a_cancelled_waiter_does_not_leak_a_slot() -> None:
+    limiter = Limiter(1, adaptive=False)
+    await limiter.acquire()
+    waiter = asyncio.create_task(limiter.acquire())
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    limiter.release()
+    assert limiter.in_flight == 0
+    await asyncio.wait_for(limiter.acquire(), 1)  # the slot is free again
+    assert limiter.in_flight == 1
+
+
+async def test_a_slot_handed_to_a_cancelled_waiter_passes_on() -> None:
+    limiter = Limiter(1, adaptive=False)
+    await limiter.acquire()
+    first = asyncio.create_task(limiter.acquire())
+    second = asyncio.create_task(limiter.acquire())
+    await asyncio.sleep(0)
+    limiter.release()  # hands the slot to `first`...
+    first.cancel()  # ...which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.wait_for(second, 1)
+    assert limiter.in_flight == 1
+
+
+def test_rate_limits_lower_the_limit_once_per_cooldown_and_successes_raise_it() -> None:
+    limiter = Limiter(10, cooldown=60.0, backoff=0.5)
+    limiter.on_rate_limited()
+    limiter.on_rate_limited()  # same overload, inside the cooldown: counted, not applied
+    assert limiter.limit == 5 and limiter.rate_limited == 2
+    for _ in range(5):
+        limiter.on_success()
+    assert limiter.limit == 5  # additive: about one slot per round of calls
+    for _ in range(200):
+        limiter.on_success()
+    assert limiter.limit == 10  # never above the maximum
+
+
+def test_never_below_one() -> None:
+    limiter = Limiter(2, cooldown=0.0, backoff=0.1)
+    for _ in range(5):
+        limiter.on_rate_limited()
+    assert limiter.limit == 1
+
+
+async def test_a_raised_limit_wakes_waiters() -> None:
+    limiter = Limiter(2)
+    limiter.current = 1.0
+    await limiter.acquire()
+    waiter = asyncio.create_task(limiter.acquire())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    limiter.on_success()  # 1 -> 2 slots: the waiter gets the new one at once
+    await asyncio.wait_for(waiter, 1)
+    assert limiter.in_flight == 2
+
+
+def test_registry_shares_per_backend_and_applies_a_new_limit_at_once() -> None:
+    a = limiter_for("test-registry:a", 16)
+    assert limiter_for("test-registry:a", 16) is a
+    assert limiter_for("test-registry:b", 16) is not a
+    a.on_rate_limited()
+    assert limiter_for("test-registry:a", 16).limit < 16  # same config keeps the state
+    assert limiter_for("test-registry:a", 64).limit == 64  # a new config starts at its own
+
+
+def test_limit_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="limit must be >= 1"):
+        Limiter(0)
