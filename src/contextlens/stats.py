@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+import numpy.random  # numpy loads it lazily; import it with the module, not mid-run
 
 __all__ = [
     "BayesianMode",
