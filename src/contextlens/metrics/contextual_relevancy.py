@@ -402,9 +402,23 @@ class ContextualRelevancyMetric:
         self, input_text: str, chunks: list[Chunk], services: Services
     ) -> list[list[Chunk]]:
         """The chunks of each judge call: all in one unless over ``max_prompt_tokens``."""
-        texts = [t for _, t in chunks]
-        if estimate_tokens(self._messages(input_text, texts, services)) <= self.max_prompt_tokens:
-            return [chunks]
+        return [batch for batch, _ in self._calls(input_text, chunks, services)]
+
+    def _calls(
+        self, input_text: str, chunks: list[Chunk], services: Services
+    ) -> list[tuple[list[Chunk], list[Message]]]:
+        """Each judge call's chunks and messages (built once per call)."""
+        messages = self._messages(input_text, [t for _, t in chunks], services)
+        if estimate_tokens(messages) <= self.max_prompt_tokens:
+            return [(chunks, messages)]
+        return [
+            (batch, self._messages(input_text, [t for _, t in batch], services))
+            for batch in self._split(input_text, chunks, services)
+        ]
+
+    def _split(
+        self, input_text: str, chunks: list[Chunk], services: Services
+    ) -> list[list[Chunk]]:
         overhead = estimate_tokens(self._messages(input_text, [], services))
         out: list[list[Chunk]] = []
         current: list[Chunk] = []
@@ -422,20 +436,20 @@ class ContextualRelevancyMetric:
         return out
 
     async def _judge_batch(
-        self, input_text: str, batch: list[Chunk], services: Services
+        self, batch: list[Chunk], messages: list[Message], services: Services
     ) -> Judgement[Any]:
         assert services.judge is not None
         schema = verdicts_schema(len(batch), self.include_reason)
-        messages = self._messages(input_text, [t for _, t in batch], services)
         return await services.judge.judge(messages, schema)
 
     async def _judged(
         self, input_text: str, chunks: list[Chunk], services: Services
     ) -> MetricResult:
         assert services.judge is not None
-        batches = self.batches(input_text, chunks, services)
+        calls = self._calls(input_text, chunks, services)
+        batches = [batch for batch, _ in calls]
         outcomes = await asyncio.gather(
-            *(self._judge_batch(input_text, b, services) for b in batches),
+            *(self._judge_batch(batch, messages, services) for batch, messages in calls),
             return_exceptions=True,
         )
         for outcome in outcomes:
