@@ -116,7 +116,9 @@ class Context:
     async def _offline(self, session: Dataset, services: Services) -> list[ContextInteraction]:
         items = [
             SupportItem(
-                b.assistant, [session.context, b.ground_truth_assistant, b.observation or ""]
+                b.assistant,
+                [session.context, b.ground_truth_assistant, b.observation or ""],
+                question=b.query,
             )
             for b in session.conversation
         ]

@@ -18,7 +18,9 @@ are relevant."), so score and reason cannot disagree (DeepEval issue #3079). The
 are split over several calls only when the prompt would exceed ``max_prompt_tokens``.
 
 Without a judge (``model=None``) the offline estimate of
-:mod:`contextlens.offline.relevance` judges each sentence of each chunk.
+:mod:`contextlens.offline.relevance` judges each sentence of each chunk, read in its chunk:
+a chunk's probability of answering the input is shared out over its sentences, the
+best-matching first, so the score is about the share of the context that answers.
 
 Decisions: ``retrieval_context=None`` raises :class:`~contextlens.errors.InputError` (a
 ``ValueError``) naming the field, as DeepEval requires it too; an empty list or only blank
@@ -368,8 +370,8 @@ class ContextualRelevancyMetric:
                 "chunk": chunks[s.chunk][0],
                 "statement": s.statement,
                 "verdict": s.verdict,
-                "reason": f"similarity {s.similarity:.2f}, has {s.overlap:.0%} of the "
-                "input's content words (offline)",
+                "reason": f"chunk answers the input with p={found.chunk_relevance[s.chunk]:.2f}; "
+                f"statement similarity {s.similarity:.2f} (offline)",
                 "relevance": round(s.relevance, 4),
             }
             for s in found.statements
@@ -416,9 +418,7 @@ class ContextualRelevancyMetric:
             for batch in self._split(input_text, chunks, services)
         ]
 
-    def _split(
-        self, input_text: str, chunks: list[Chunk], services: Services
-    ) -> list[list[Chunk]]:
+    def _split(self, input_text: str, chunks: list[Chunk], services: Services) -> list[list[Chunk]]:
         overhead = estimate_tokens(self._messages(input_text, [], services))
         out: list[list[Chunk]] = []
         current: list[Chunk] = []
@@ -516,7 +516,10 @@ def _chunks(case: ModelTestCase) -> list[Chunk]:
 
 
 def _offline_explanation(statements: Sequence[StatementRelevance]) -> str:
-    text = "(Offline estimate from embedding similarity and word overlap.)"
+    text = (
+        "(Offline estimate: each chunk's probability of answering the input, from embedding "
+        "similarity and the input's terms, shared out over its statements.)"
+    )
     weakest = min(statements, key=lambda s: s.relevance)
     if weakest.verdict == "no":
         text += (

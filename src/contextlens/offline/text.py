@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,:]\d+)*")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _ABBREV = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|Prof|St|vs|etc|e\.g|i\.e|Inc|Ltd|No|approx)\.$", re.I)
+
+#: Enough of a piece's end for ``_ABBREV``: its longest match ("approx.", 7) and the
+#: characters that decide its leading ``\b``.
+_ABBREV_TAIL = 9
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -30,14 +35,16 @@ def sentences(text: str) -> list[str]:
         chunk = _BULLET.sub("", chunk).strip()
         if not chunk:
             continue
-        if pieces and _ABBREV.search(pieces[-1]):
+        if pieces and _ABBREV.search(pieces[-1][-_ABBREV_TAIL:]):
             pieces[-1] = f"{pieces[-1]} {chunk}"
         else:
             pieces.append(chunk)
     return pieces
 
 
-def _stem(word: str) -> str:
+@lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """``word`` without a plural or verb ending (``-ing``, ``-ed``, ``-es``, ``-s``)."""
     for suffix in ("ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
             return word[: -len(suffix)]
@@ -47,7 +54,7 @@ def _stem(word: str) -> str:
 def content_words(text: str) -> set[str]:
     """Lower-cased, lightly stemmed words of ``text`` without stop words or numbers."""
     return {
-        _stem(w)
+        stem(w)
         for w in (m.group(0).lower().strip("'-") for m in _WORD.finditer(text))
         if w and w not in STOPWORDS and not w[0].isdigit()
     }

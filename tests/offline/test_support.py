@@ -1,0 +1,141 @@
+import asyncio
+
+import numpy as np
+import pytest
+
+from contextlens.embeddings.minilm import default_embedder
+from contextlens.offline.features import (
+    CLAIM_COLUMNS,
+    FEATURES,
+    aggregate,
+    claim_features,
+    names,
+)
+from contextlens.offline.model import LogisticModel, load_model
+from contextlens.offline.support import SupportItem, score_support
+
+CONTEXT = (
+    "Our support team answers calls from Monday to Friday, 9am to 5pm. "
+    "Orders over 50 euros ship for free. "
+    "Refunds are issued within 14 days of receiving the returned item."
+)
+FAITHFUL = "Refunds are issued within 14 days after we receive the returned item."
+CHANGED_NUMBER = "Refunds are issued within 30 days after we receive the returned item."
+NEGATED = "Refunds are not issued after we receive the returned item."
+INVENTED_NAME = "Refunds are issued within 14 days by our partner Klarna Payments in Sweden."
+
+
+def score(reply: str, context: str = CONTEXT):
+    [result] = asyncio.run(score_support([SupportItem(reply, [context])], default_embedder()))
+    return result
+
+
+def test_the_shipped_model_takes_the_extractor_features():
+    model = load_model("support")
+    n = len(FEATURES)
+    assert model.features == FEATURES
+    assert model.mean.shape == model.scale.shape == model.coef.shape == (n,)
+    assert np.all(model.scale > 0) and np.isfinite(model.intercept)
+    assert model.meta.get("trained_on") == ["begin_dev", "summedits"]
+    if model.calibration is not None:
+        xs, ys = model.calibration
+        assert np.all(np.diff(xs) >= 0) and np.all((ys >= 0) & (ys <= 1))
+
+
+def test_model_round_trips_and_rejects_wrong_shapes():
+    model = load_model("support")
+    again = LogisticModel.from_dict(model.to_dict())
+    x = np.random.default_rng(0).normal(size=(5, len(FEATURES)))
+    assert np.allclose(again.predict(x), model.predict(x))
+    with pytest.raises(ValueError, match="features"):
+        model.predict(np.zeros((1, len(FEATURES) + 1)))
+
+
+def test_one_claim_aggregates_to_its_own_features():
+    rows = np.random.default_rng(1).uniform(size=(3, len(CLAIM_COLUMNS)))
+    assert np.allclose(claim_features(rows[:1])[0], aggregate(rows[:1]))
+    assert claim_features(rows).shape == (3, len(FEATURES))
+
+
+def test_names_skip_sentence_openers():
+    assert names("The hotel is in Mumbai. Then NASA called.") == {
+        "mumbai": "Mumbai",
+        "nasa": "NASA",
+    }
+
+
+def test_faithful_paraphrase_is_supported_and_scores_are_probabilities():
+    result = score(FAITHFUL)
+    assert 0.0 <= result.score <= 1.0 and result.score >= 0.5
+    assert all(0.0 <= c.support <= 1.0 for c in result.claims)
+
+
+@pytest.mark.parametrize(
+    ("reply", "says"),
+    [
+        (CHANGED_NUMBER, "30"),
+        (NEGATED, "negated"),
+        (INVENTED_NAME, "Klarna"),
+    ],
+)
+def test_a_changed_number_negation_or_invented_name_lowers_the_score(reply, says):
+    good, bad = score(FAITHFUL), score(reply)
+    assert bad.score < good.score - 0.1
+    if bad.score < 0.5:
+        assert says in bad.reason
+
+
+def test_reason_names_the_least_supported_claim():
+    result = score(f"{FAITHFUL} We also deliver on Sundays by drone to Antarctica.")
+    assert result.score < 0.5
+    assert "Least supported" in result.reason and "Antarctica" in result.reason
+
+
+def test_empty_reply_and_missing_context_score_zero():
+    empty, bare = asyncio.run(
+        score_support([SupportItem("", [CONTEXT]), SupportItem(FAITHFUL, [""])], default_embedder())
+    )
+    assert empty.score == bare.score == 0.0 and "empty" in empty.reason
+    assert "no context" in bare.reason
+
+
+def test_opposite_wording_lowers_the_score_and_is_named():
+    context = "Sales increased in the second quarter and the outlook is likely to improve."
+    good = score("Sales increased in the second quarter.", context)
+    bad = score("Sales decreased in the second quarter.", context)
+    assert bad.score < good.score
+    assert bad.claims[0].opposites == ("decreased",)
+
+
+def test_semicolon_clauses_are_separate_claims():
+    result = score("Refunds take 14 days; orders over 50 euros ship for free.")
+    assert [c.sentence for c in result.claims] == [
+        "Refunds take 14 days",
+        "orders over 50 euros ship for free.",
+    ]
+
+
+def test_memoised_text_features_do_not_change_scores():
+    from contextlens.offline.support import clear_caches
+
+    first = score(INVENTED_NAME)
+    clear_caches()
+    assert score(INVENTED_NAME) == first
+
+
+def _with_question(reply: str, question: str):
+    item = SupportItem(reply, [CONTEXT], question=question)
+    [result] = asyncio.run(score_support([item], default_embedder()))
+    return result
+
+
+def test_words_from_the_question_are_not_new_content_but_support_nothing():
+    reply = "Orders over 50 euros ship for free, so your Lisbon order of 80 euros ships free."
+    alone = score(reply)
+    asked = _with_question(reply, "Does my Lisbon order of 80 euros ship for free?")
+    assert "Lisbon" in alone.claims[0].new_names and "80" in alone.claims[0].new_numbers
+    assert not asked.claims[0].new_names and not asked.claims[0].new_numbers
+    assert asked.score > alone.score
+    # Repeating the question is no evidence: an answer the context lacks stays unsupported.
+    echo = _with_question("Klarna Payments handles refunds.", "Does Klarna Payments handle refunds?")
+    assert echo.score < 0.5
