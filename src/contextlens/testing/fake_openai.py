@@ -172,7 +172,7 @@ class FakeOpenAIServer:
             backend = OpenAICompatBackend("fake-model", base_url=server.base_url)
 
     Args:
-        latency: seconds each chat or embeddings call waits before answering.
+        latency: seconds from the arrival of a chat or embeddings call to its answer.
         max_in_flight: when set, requests beyond this many in flight get 429 at once.
         reply: request JSON -> assistant content; default returns :data:`DEFAULT_REPLY`.
         replies: scripted contents used first, in order (only by calls that answer content).
@@ -341,6 +341,7 @@ class FakeOpenAIServer:
     def _handle(
         self, route: str, body: dict[str, Any], headers: dict[str, str]
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        due = time.monotonic() + self.latency  # the reply leaves `latency` after arrival
         with self._lock:
             self._requests.append(body)
             self._headers.append(headers)
@@ -359,10 +360,10 @@ class FakeOpenAIServer:
             if over:
                 status, payload, extra = self._rate_limited("too many requests in flight")
             elif route == "chat":
-                status, payload, extra = self._chat(body, index)
+                status, payload, extra = self._chat(body, index, due)
             else:
-                self._stopping.wait(self.latency)
                 status, payload, extra = 200, self._embeddings(body), {}
+                self._wait_until(due)
         except Exception as exc:  # e.g. a failing ``reply`` function: show it to the client
             status, payload, extra = (
                 500,
@@ -397,23 +398,32 @@ class FakeOpenAIServer:
         headers = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
         return 429, _error_body(message, "rate_limit_error", "rate_limit_exceeded"), headers
 
-    def _chat(self, body: dict[str, Any], index: int) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def _wait_until(self, due: float) -> None:
+        self._stopping.wait(max(0.0, due - time.monotonic()))
+
+    def _chat(
+        self, body: dict[str, Any], index: int, due: float
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """The reply to one chat call, sent at ``due`` (``hang_time`` later for a timeout);
+        the reply is made while waiting, so its cost does not add to the latency."""
         fault = self._fault(index)
-        self._stopping.wait(self.latency)
         if fault == "429":
-            return self._rate_limited("rate limit reached (injected)")
-        if fault == "500":
-            return 500, _error_body("internal server error (injected)", "server_error"), {}
+            result = self._rate_limited("rate limit reached (injected)")
+        elif fault == "500":
+            result = 500, _error_body("internal server error (injected)", "server_error"), {}
+        else:
+            finish = "stop"
+            if fault == "garbage":
+                content = GARBAGE
+            else:
+                content = self._next_reply(body)
+                if fault == "truncated":
+                    content, finish = content[: len(content) // 2], "length"
+            result = 200, self._chat_body(body, content, finish), {}
+        self._wait_until(due)
         if fault == "timeout":
             self._stopping.wait(self.hang_time)
-        finish = "stop"
-        if fault == "garbage":
-            content = GARBAGE
-        else:
-            content = self._next_reply(body)
-            if fault == "truncated":
-                content, finish = content[: len(content) // 2], "length"
-        return 200, self._chat_body(body, content, finish), {}
+        return result
 
     def _next_reply(self, body: dict[str, Any]) -> str:
         with self._lock:
