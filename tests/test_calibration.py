@@ -262,3 +262,11 @@ def test_csv_with_json_cells_and_slices(tmp_path: Path) -> None:
     report = calibrate(path, Echo(), cache=False, by="meta.domain", n_boot=50)
     assert report.n == 5 and [s.value for s in report.slices] == ["x", "y"]
     assert [s.n for s in report.slices] == [2, 3]
+
+
+def test_calibrate_is_part_of_the_package_surface() -> None:
+    import contextlens
+    from contextlens import calibration
+
+    assert contextlens.calibrate is calibration.calibrate
+    assert contextlens.acalibrate is calibration.acalibrate

@@ -1,5 +1,6 @@
 """contextlens: measure how well an LLM assistant or a RAG pipeline uses its context."""
 
+from contextlens.calibration import CalibrationReport, acalibrate, calibrate
 from contextlens.compare import Comparison, MetricComparison, compare
 from contextlens.errors import ContextLensError, InputError, JudgeError, MetricComputationError
 from contextlens.judges import ChatBackend, Judge, Judgement, LLMJudge, resolve_judge
@@ -26,6 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Batch",
     "BayesianMode",
+    "CalibrationReport",
     "ChatBackend",
     "Comparison",
     "Context",
@@ -56,7 +58,9 @@ __all__ = [
     "ScoreResult",
     "StatisticalMode",
     "__version__",
+    "acalibrate",
     "aevaluate",
+    "calibrate",
     "compare",
     "evaluate",
     "resolve_judge",
