@@ -137,5 +137,7 @@ def test_words_from_the_question_are_not_new_content_but_support_nothing():
     assert not asked.claims[0].new_names and not asked.claims[0].new_numbers
     assert asked.score > alone.score
     # Repeating the question is no evidence: an answer the context lacks stays unsupported.
-    echo = _with_question("Klarna Payments handles refunds.", "Does Klarna Payments handle refunds?")
+    echo = _with_question(
+        "Klarna Payments handles refunds.", "Does Klarna Payments handle refunds?"
+    )
     assert echo.score < 0.5
