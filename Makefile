@@ -30,7 +30,7 @@ lint: $(VENV)/.test
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m ruff format --check src tests benchmarks examples
 
-bench: $(VENV)/.core
+bench: $(VENV)/.test
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:

@@ -86,10 +86,10 @@ class OpenAICompatBackend:
         extra_body: merged into every request body last (so it may override fields).
         headers: extra HTTP headers.
 
-    The transport is aiohttp (about a quarter of httpx's client CPU per call at dozens of
-    calls in flight). One session is kept per event loop, so the object may be used from
-    successive ``asyncio.run`` calls; a loop's session is closed when the loop shuts down,
-    or earlier by :meth:`aclose`.
+    The transport is aiohttp: at dozens of calls in flight it spends a fraction of httpx's
+    client CPU per call (``benchmarks/bench_transport.py``). One session is kept per event
+    loop, so the object may be used from successive ``asyncio.run`` calls; a loop's session
+    is closed when the loop shuts down, or earlier by :meth:`aclose`.
     """
 
     name = "openai-compat"
