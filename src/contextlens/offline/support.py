@@ -42,12 +42,12 @@ from contextlens.offline.features import (
     CLAIM_COLUMNS,
     FEATURES,
     ClaimDetail,
-    TextFacts,
     aggregate_many,
     claim_features,
     claim_row,
     facts,
     gc_paused,
+    joint_facts,
 )
 from contextlens.offline.model import LogisticModel, load_model
 from contextlens.offline.text import content_words, is_question, numbers, sentences
@@ -122,10 +122,10 @@ def _claim_tuple(reply: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class _Evidence:
-    """The sentences of an item's evidence texts, their facts, and the unions of those."""
+    """The sentences of an item's evidence texts and what they hold together (the facts of
+    a single sentence are computed only when a claim is aligned with it)."""
 
     sentences: tuple[str, ...]
-    facts: tuple[TextFacts, ...]
     words: frozenset[str]
     tokens: frozenset[str]
     numbers: frozenset[str]
@@ -135,15 +135,8 @@ class _Evidence:
 @lru_cache(maxsize=1024)
 def _evidence(texts: tuple[str, ...]) -> _Evidence:
     found = tuple(s for text in texts for s in sentences(text))
-    fs = tuple(facts(s) for s in found)
-    return _Evidence(
-        found,
-        fs,
-        frozenset().union(*(f.words for f in fs)),
-        frozenset().union(*(f.tokens for f in fs)),
-        frozenset().union(*(f.numbers for f in fs)),
-        frozenset().union(*(f.bigrams for f in fs)),
-    )
+    whole = joint_facts(found)
+    return _Evidence(found, whole.words, whole.tokens, whole.numbers, whole.bigrams)
 
 
 def clear_caches() -> None:
@@ -189,7 +182,7 @@ def _features(
                 claim,
                 facts(claim),
                 float(sims[i, best[i]]),
-                ev.facts[best[i]],
+                facts(ev.sentences[best[i]]),
                 ev.words,
                 ev.tokens,
                 ev.numbers,
