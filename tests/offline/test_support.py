@@ -141,3 +141,17 @@ def test_words_from_the_question_are_not_new_content_but_support_nothing():
         "Klarna Payments handles refunds.", "Does Klarna Payments handle refunds?"
     )
     assert echo.score < 0.5
+
+
+def test_joint_facts_equal_the_union_of_each_sentences_facts():
+    from contextlens.offline.features import facts, joint_facts
+
+    found = (
+        "Our Mon-Fri support line opens at 9:00; twenty agents answer.",
+        "Refunds aren\u2019t issued after 1,000 days, İstanbul orders included.",
+        "GANs and AI-based tools were not used.",
+    )
+    joint = joint_facts(found)
+    each = [facts(s) for s in found]
+    for field in ("words", "tokens", "numbers", "bigrams"):
+        assert getattr(joint, field) == frozenset().union(*(getattr(f, field) for f in each))
