@@ -50,7 +50,7 @@ from contextlens.offline.features import (
     joint_facts,
 )
 from contextlens.offline.model import LogisticModel, load_model
-from contextlens.offline.text import content_words, is_question, numbers, sentences
+from contextlens.offline.text import is_question, numbers, sentences
 
 _SEMICOLON = re.compile(r";\s+")
 #: The bundled model's name (``offline/weights/support.json``).
@@ -105,7 +105,7 @@ class ItemFeatures:
 def _clauses(sentence: str) -> list[str]:
     """``sentence`` split at semicolons when each part states something on its own."""
     parts = [p.strip() for p in _SEMICOLON.split(sentence)]
-    return parts if len(parts) > 1 and all(content_words(p) for p in parts) else [sentence]
+    return parts if len(parts) > 1 and all(facts(p).words for p in parts) else [sentence]
 
 
 def _claims(reply: str) -> list[str]:
@@ -116,7 +116,7 @@ def _claims(reply: str) -> list[str]:
 @lru_cache(maxsize=4096)
 def _claim_tuple(reply: str) -> tuple[str, ...]:
     found = [c for s in sentences(reply) for c in _clauses(s)]
-    statements = [s for s in found if not is_question(s) and (content_words(s) or numbers(s))]
+    statements = [s for s in found if not is_question(s) and (facts(s).words or numbers(s))]
     return tuple(statements or found)
 
 
