@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from contextlens.runner import EvalRun, ItemResult, MetricSummary, aevaluate, evaluate
+from contextlens.runner import EvalRun, ItemResult, MetricSummary, aevaluate
 from contextlens.stats import BayesianMode
+from contextlens.sync import run_sync
 
 __all__ = ["aassert_context", "assert_context", "collected_run"]
 
@@ -176,15 +177,15 @@ def assert_context(
     The threshold of a metric is ``thresholds[metric.name]``, else its ``threshold`` (DeepEval
     style) or ``score_threshold`` attribute; a metric with none fails only when its result
     failed or says ``success=False``. ``judge``, ``embedder`` and ``cache`` go to
-    :func:`contextlens.runner.evaluate`. Returns the item results (``success`` set against
+    :func:`contextlens.runner.aevaluate`. Returns the item results (``success`` set against
     the thresholds); they are also collected for ``--contextlens-report``.
     """
     __tracebackhide__ = True
-    test_case, metrics, case_id = _prepare(test_case, metrics)
-    run = evaluate(
-        [test_case], metrics, judge=judge, embedder=embedder, cache=cache, progress=False
+    return run_sync(
+        aassert_context(
+            test_case, metrics, judge, thresholds=thresholds, embedder=embedder, cache=cache
+        )
     )
-    return _finish(run, test_case, metrics, thresholds, case_id)
 
 
 async def aassert_context(

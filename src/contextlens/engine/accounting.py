@@ -25,7 +25,6 @@ __all__ = [
     "current_ledger",
     "current_metric",
     "record",
-    "record_call",
 ]
 
 UNATTRIBUTED = "unattributed"
@@ -280,7 +279,3 @@ def record(
         retries=retries,
         failures=failures,
     )
-
-
-record_call = record
-"""Alias of :func:`record`."""

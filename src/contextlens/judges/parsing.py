@@ -115,17 +115,10 @@ def parse_reply(
     return validate(extract_json(text, bos, eos), schema)
 
 
-def compact_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema without titles and the class docstring: fewer prompt tokens.
-
-    A fresh copy each call (the work is cached per schema class).
-    """
-    return json.loads(compact_schema_json(schema))
-
-
 @lru_cache(maxsize=256)
 def compact_schema_json(schema: type[BaseModel]) -> str:
-    """:func:`compact_schema` as compact JSON text, computed once per schema class."""
+    """The model's JSON schema as compact JSON text, without titles and the class docstring
+    (fewer prompt tokens); computed once per schema class."""
 
     def strip(node: Any) -> Any:
         if isinstance(node, dict):

@@ -48,7 +48,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from contextlens.offline.text import STOPWORDS, numbers, stem
+from contextlens.offline.text import STOPWORDS, WORD, numbers, stem
 
 #: Per-claim raw measurements, in column order of :func:`claim_row`.
 CLAIM_COLUMNS = (
@@ -97,7 +97,6 @@ DIRECTION = {
 
 _C = {name: i for i, name in enumerate(CLAIM_COLUMNS)}
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,:]\d+)*")  # as in offline.text
 _NEGATIONS = frozenset(
     "not no never none nobody nothing neither nor without cannot dont doesnt didnt isnt wasnt"
     " arent werent cant wont couldnt shouldnt wouldnt havent hasnt hadnt".split()
@@ -214,7 +213,7 @@ class TextFacts:
 def facts(text: str) -> TextFacts:
     """Content words, lower-cased tokens, numbers and negation of ``text`` (memoised: a
     context seen again costs a look-up)."""
-    raws = _WORD.findall(text.replace("\u2019", "'"))
+    raws = WORD.findall(text.replace("\u2019", "'"))
     n = len(raws)
     raws += [part for raw in raws if "-" in raw for part in raw.split("-") if part]
     info = list(map(_word, raws))
@@ -242,9 +241,9 @@ def joint_facts(sentences: tuple[str, ...]) -> TextFacts:
     for sentence in sentences:
         text = sentence.replace("\u2019", "'")
         if text.isascii():  # lower-casing first keeps the same word boundaries
-            words = _WORD.findall(text.lower())
+            words = WORD.findall(text.lower())
         else:
-            words = [w.lower() for w in _WORD.findall(text)]
+            words = [w.lower() for w in WORD.findall(text)]
         bigrams.update(pairwise(words))
     return TextFacts(
         words=whole.words,
@@ -260,8 +259,7 @@ def joint_facts(sentences: tuple[str, ...]) -> TextFacts:
 @lru_cache(maxsize=1 << 16)
 def _word(raw: str) -> tuple[str, str, str | None, str | None, bool]:
     """(lower-cased, token, content-word stem, noun-like stem, negation) of one word or
-    number; the content-word stem is what :func:`~contextlens.offline.text.content_words`
-    gives."""
+    number; the content-word stem is the lower-cased word without stop words, stemmed."""
     low = raw.lower()
     if raw[0].isdigit():
         return low, "", None, None, False

@@ -1,4 +1,4 @@
-"""Small text utilities for the offline algorithms: sentences, content words, numbers."""
+"""Small text utilities for the offline algorithms: sentences, words, stems, numbers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from functools import lru_cache
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,:]\d+)*")
+#: A word (letters, inner apostrophes and hyphens) or a number (``1,000.5``, ``9:30``).
+WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,:]\d+)*")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _ABBREV = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|Prof|St|vs|etc|e\.g|i\.e|Inc|Ltd|No|approx)\.$", re.I)
 
@@ -49,15 +50,6 @@ def stem(word: str) -> str:
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
             return word[: -len(suffix)]
     return word
-
-
-def content_words(text: str) -> set[str]:
-    """Lower-cased, lightly stemmed words of ``text`` without stop words or numbers."""
-    return {
-        stem(w)
-        for w in (m.group(0).lower().strip("'-") for m in _WORD.finditer(text))
-        if w and w not in STOPWORDS and not w[0].isdigit()
-    }
 
 
 def numbers(text: str) -> set[str]:
