@@ -32,6 +32,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from contextlens.errors import InputError
+from contextlens.metrics.base import DEFAULT_PASS, metric_threshold
 from contextlens.sync import run_sync
 
 __all__ = [
@@ -499,11 +500,8 @@ def _case(row: Mapping[str, Any], metric: Any) -> Any:
 def _threshold(metric: Any, threshold: float | None) -> float:
     if threshold is not None:
         return float(threshold)
-    for attr in ("threshold", "score_threshold"):
-        value = getattr(metric, attr, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    return 0.5
+    own = metric_threshold(metric)
+    return DEFAULT_PASS if own is None else own
 
 
 def _none(value: float) -> float | None:

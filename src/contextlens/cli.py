@@ -238,10 +238,6 @@ def _finish(
     out.print(f"results: {out_dir / 'results.jsonl'}\nreport:  {report}")
 
 
-#: The demo's pass mark on the offline scores (calibrated probabilities).
-DEMO_PASS = 0.5
-
-
 @app.command()
 def demo(
     out_dir: Annotated[Path, typer.Option("--out", help="folder for the results")] = Path(
@@ -252,6 +248,7 @@ def demo(
     from importlib import resources
 
     from contextlens.loaders import load_cases
+    from contextlens.metrics.base import DEFAULT_PASS
     from contextlens.runner import evaluate
 
     data = Path(str(resources.files("contextlens.demo").joinpath("techstore.jsonl")))
@@ -259,12 +256,12 @@ def demo(
     result = evaluate(cases, [build_metric("context")], cache=False, out=out_dir, progress=False)
     out.print(
         "Offline scores are the estimated probability that a careful reader finds the reply "
-        f"fully supported by the context; PASS from {DEMO_PASS}.\n"
+        f"fully supported by the context; PASS from {DEFAULT_PASS}.\n"
     )
     for item in result.iter_results():
         out.print(f"[bold]{item.case_id}[/bold]  context awareness {item.score:.2f}")
         for inter in item.details["interactions"]:
-            passed = inter["context_awareness"] >= DEMO_PASS
+            passed = inter["context_awareness"] >= DEFAULT_PASS
             mark = "[green]PASS[/green]" if passed else "[red]FAIL[/red]"
             out.print(
                 f"  {inter['qa_id']} {mark} {inter['context_awareness']:.2f}  {inter['reason']}"

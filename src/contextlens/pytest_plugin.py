@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from contextlens.metrics.base import metric_threshold
 from contextlens.runner import EvalRun, ItemResult, MetricSummary, aevaluate
 from contextlens.stats import BayesianMode
 from contextlens.sync import run_sync
@@ -85,11 +86,7 @@ def _current() -> _Collector | None:
 def _threshold(metric: Any, thresholds: Mapping[str, float] | None) -> float | None:
     if thresholds and metric.name in thresholds:
         return float(thresholds[metric.name])
-    for attr in ("threshold", "score_threshold"):
-        value = getattr(metric, attr, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    return None
+    return metric_threshold(metric)
 
 
 def _judged(

@@ -75,6 +75,20 @@ class Metric(Protocol):
     async def compute(self, case: Any, services: Services) -> Any: ...
 
 
+#: The pass mark of a metric that has no threshold of its own (scores are probabilities).
+DEFAULT_PASS = 0.5
+
+
+def metric_threshold(metric: Any) -> float | None:
+    """A metric's own pass mark: its ``threshold`` (DeepEval style) or ``score_threshold``
+    attribute, ``None`` when it has neither."""
+    for attr in ("threshold", "score_threshold"):
+        value = getattr(metric, attr, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
 @cache
 def load_prompt(name: str) -> Template:
     """A prompt template shipped in ``contextlens/metrics/prompts/``."""
