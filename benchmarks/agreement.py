@@ -154,7 +154,12 @@ def throughput(rows: list[dict[str, Any]]) -> str:
     from contextlens.offline.support import SupportItem, _claims, clear_caches, score_support
     from contextlens.offline.text import sentences
 
-    items = [SupportItem(r["answer"], ["\n".join(r.get("contexts") or []), "", ""]) for r in rows]
+    items = [
+        SupportItem(
+            r["answer"], ["\n".join(r.get("contexts") or []), "", ""], r.get("question") or ""
+        )
+        for r in rows
+    ]
     distinct = list(
         dict.fromkeys(
             s

@@ -40,15 +40,15 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import pairwise
+from functools import cached_property, lru_cache
+from itertools import chain, pairwise
 
 import numpy as np
 
-from contextlens.offline.text import STOPWORDS, WORD, numbers, stem
+from contextlens.offline.text import STOPWORDS, WORD, number_forms, stem
 
 #: Per-claim raw measurements, in column order of :func:`claim_row`.
 CLAIM_COLUMNS = (
@@ -204,65 +204,91 @@ class TextFacts:
     tokens: frozenset[str]
     numbers: frozenset[str]
     nouns: frozenset[str]
-    bigrams: frozenset[tuple[str, str]]
+    bigrams: frozenset[str]
     negated: bool
-    unprefixed: frozenset[str]
+
+    @cached_property
+    def unprefixed(self) -> frozenset[str]:
+        """The tokens without a negating prefix (only an aligned sentence needs them)."""
+        return frozenset(u for t in self.tokens for u in _unprefixed(t))
+
+
+_Word = tuple[str, str, str | None, str | None, bool, tuple[str, ...]]
+
+
+def _scan(text: str) -> tuple[list[_Word], int]:
+    """The :func:`_word` of each word and number of ``text``, then of each part of its
+    hyphenated words; and how many come before the parts."""
+    raws = WORD.findall(text.replace("\u2019", "'"))
+    n = len(raws)
+    raws += [part for raw in raws if "-" in raw for part in raw.split("-") if part]
+    return list(map(_word, raws)), n
 
 
 @lru_cache(maxsize=8192)
 def facts(text: str) -> TextFacts:
     """Content words, lower-cased tokens, numbers and negation of ``text`` (memoised: a
     context seen again costs a look-up)."""
-    raws = WORD.findall(text.replace("\u2019", "'"))
-    n = len(raws)
-    raws += [part for raw in raws if "-" in raw for part in raw.split("-") if part]
-    info = list(map(_word, raws))
-    lows, toks, contents, nouns, negations = zip(*info, strict=True) if info else ((),) * 5
-    lows = lows[:n]  # word pairs as written, without the parts of hyphenated words
-    tokens = frozenset(toks) - {""}
+    info, n = _scan(text)
+    if not info:
+        return _NO_FACTS
+    lows, toks, contents, nouns, negations, forms = zip(*info, strict=True)
     return TextFacts(
         words=frozenset(contents) - {None},
-        tokens=tokens,
-        numbers=frozenset(numbers(text))
-        | {_NUMBER_WORDS[t] for t in tokens & _NUMBER_WORDS.keys()},
+        tokens=frozenset(toks) - {""},
+        numbers=frozenset(chain.from_iterable(forms)),
         nouns=frozenset(nouns) - {None},
-        bigrams=frozenset(pairwise(lows)),
+        bigrams=frozenset(_pairs(lows[:n])),  # as written, not the hyphenated words' parts
         negated=any(negations),
-        unprefixed=frozenset(u for t in tokens for u in _unprefixed(t)),
     )
+
+
+def _pairs(words: Sequence[str]) -> Iterator[str]:
+    """Successive word pairs as ``"first second"`` (strings, which the cyclic garbage
+    collector need not track, unlike tuples)."""
+    return map(" ".join, pairwise(words))
+
+
+_NO_FACTS = TextFacts(frozenset(), frozenset(), frozenset(), frozenset(), frozenset(), False)
 
 
 def joint_facts(sentences: tuple[str, ...]) -> TextFacts:
     """The words, tokens, numbers and word pairs of several sentences together, in one pass
     over their words (pairs stay within a sentence). The same sets as the union of each
-    sentence's :func:`facts`; ``nouns``, ``negated`` and ``unprefixed`` are left empty."""
-    whole = facts.__wrapped__("\n".join(sentences))
-    bigrams: set[tuple[str, str]] = set()
+    sentence's :func:`facts`; ``nouns`` and ``negated`` are left empty."""
+    words: set[str | None] = set()
+    tokens: set[str] = set()
+    numbers: set[str] = set()
+    bigrams: set[str] = set()
     for sentence in sentences:
-        text = sentence.replace("\u2019", "'")
-        if text.isascii():  # lower-casing first keeps the same word boundaries
-            words = WORD.findall(text.lower())
-        else:
-            words = [w.lower() for w in WORD.findall(text)]
-        bigrams.update(pairwise(words))
+        info, n = _scan(sentence)
+        if not info:
+            continue
+        lows, toks, contents, _, _, forms = zip(*info, strict=True)
+        words.update(contents)
+        tokens.update(toks)
+        numbers.update(chain.from_iterable(forms))
+        bigrams.update(_pairs(lows[:n]))
+    words.discard(None)
+    tokens.discard("")
     return TextFacts(
-        words=whole.words,
-        tokens=whole.tokens,
-        numbers=whole.numbers,
+        words=frozenset(words),  # type: ignore[arg-type]
+        tokens=frozenset(tokens),
+        numbers=frozenset(numbers),
         nouns=frozenset(),
         bigrams=frozenset(bigrams),
         negated=False,
-        unprefixed=frozenset(),
     )
 
 
 @lru_cache(maxsize=1 << 16)
-def _word(raw: str) -> tuple[str, str, str | None, str | None, bool]:
-    """(lower-cased, token, content-word stem, noun-like stem, negation) of one word or
-    number; the content-word stem is the lower-cased word without stop words, stemmed."""
+def _word(raw: str) -> _Word:
+    """(lower-cased, token, content-word stem, noun-like stem, negation, number forms) of one
+    word or number; the content-word stem is the lower-cased word without stop words,
+    stemmed; a number word (twenty) has its figure as number form."""
     low = raw.lower()
     if raw[0].isdigit():
-        return low, "", None, None, False
+        return low, "", None, None, False, number_forms(raw)
     bare = low.strip("'-")
     if raw[0].isupper() and bare in _ABBREVIATIONS:  # Mon -> monday, Sept -> september
         bare = _ABBREVIATIONS[bare]
@@ -273,7 +299,15 @@ def _word(raw: str) -> tuple[str, str, str | None, str | None, bool]:
         if token not in STOPWORDS and len(token) > 1 and not _VERBISH.search(token)
         else None
     )
-    return low, token, content, noun, token in _NEGATIONS or token.endswith("n't")
+    figure = _NUMBER_WORDS.get(token)
+    return (
+        low,
+        token,
+        content,
+        noun,
+        token in _NEGATIONS or token.endswith("n't"),
+        (figure,) if figure else (),
+    )
 
 
 _ABBREVIATIONS = {
@@ -352,7 +386,7 @@ def claim_row(
     evidence_words: frozenset[str] | set[str],
     evidence_tokens: frozenset[str] | set[str],
     evidence_numbers: frozenset[str] | set[str],
-    evidence_bigrams: frozenset[tuple[str, str]] | set[tuple[str, str]],
+    evidence_bigrams: frozenset[str] | set[str],
     given: TextFacts | None = None,
 ) -> tuple[list[float], ClaimDetail]:
     """The raw measurements of one claim (see :data:`CLAIM_COLUMNS`) and their words.
@@ -425,7 +459,7 @@ def _unprefixed(token: str) -> tuple[str, ...]:
 
 def _share_found(
     claim: TextFacts,
-    bigrams: frozenset[tuple[str, str]] | set[tuple[str, str]],
+    bigrams: frozenset[str] | set[str],
     tokens: frozenset[str] | set[str],
     numbers: frozenset[str] | set[str],
 ) -> float:

@@ -129,7 +129,7 @@ class _Evidence:
     words: frozenset[str]
     tokens: frozenset[str]
     numbers: frozenset[str]
-    bigrams: frozenset[tuple[str, str]]
+    bigrams: frozenset[str]
 
 
 @lru_cache(maxsize=1024)

@@ -54,19 +54,20 @@ def stem(word: str) -> str:
 
 def numbers(text: str) -> set[str]:
     """The numbers in ``text``, normalised (``"1,000"`` -> ``"1000"``, ``"24/7"`` -> 24, 7)."""
-    out: set[str] = set()
-    for match in _NUMBER.finditer(text):
-        token = match.group(0).replace(",", "")
-        if ":" in token:  # a time: 9:00 -> 9
-            hours, _, minutes = token.partition(":")
-            out.add(hours.lstrip("0") or "0")
-            if minutes.strip("0"):
-                out.add(token)
-            continue
-        if "." in token:
-            token = token.rstrip("0").rstrip(".")
-        out.add(token.lstrip("0") or "0")
-    return out
+    return {form for match in _NUMBER.finditer(text) for form in number_forms(match.group(0))}
+
+
+@lru_cache(maxsize=1 << 14)
+def number_forms(token: str) -> tuple[str, ...]:
+    """The normal forms of one number as written (``"9:30"`` -> 9 and 9:30, ``"09:00"`` -> 9)."""
+    token = token.replace(",", "")
+    if ":" in token:  # a time: 9:00 -> 9
+        hours, _, minutes = token.partition(":")
+        hour = hours.lstrip("0") or "0"
+        return (hour, token) if minutes.strip("0") else (hour,)
+    if "." in token:
+        token = token.rstrip("0").rstrip(".")
+    return (token.lstrip("0") or "0",)
 
 
 def is_question(sentence: str) -> bool:
