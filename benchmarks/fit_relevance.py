@@ -31,7 +31,14 @@ queries while lowering it within a query): rarity-weighted coverage of the quest
 BM25, proximity of the terms, novelty (content beyond the question's words), the answer cue
 over the whole passage instead of the best sentence, similarity to the question's topic
 words alone, soft-max pooled sentence similarity, query-only features, gradient boosting,
-and raw embedding dimensions (those overfit the 43 queries badly).
+and raw embedding dimensions (those overfit the 43 queries badly). Also tried, on the
+embedder's per-token states: late interaction (each query word piece's best cosine with the
+passage's word pieces, plain or weighted by rarity), encoding query and passage together in
+one sequence, and the passage's vector pooled without the query's word pieces (the best of
+them: +0.016 pooled AUROC, at the price of caching every passage's token states). None comes
+near 0.70: the "query levels" line shows why. A query's mean score does not follow its share
+of answering passages, and even centring the scores on each query's mean, which needs the
+query's whole judged pool, leaves the pooled AUROC well short of it.
 """
 
 from __future__ import annotations
@@ -133,6 +140,22 @@ def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
 def within_query_auroc(p: np.ndarray, y: np.ndarray, q: np.ndarray) -> float:
     aucs = [roc_auc_score(y[q == k], p[q == k]) for k in np.unique(q) if 0 < y[q == k].mean() < 1]
     return float(np.mean(aucs)) if aucs else float("nan")
+
+
+def query_levels(p: np.ndarray, y: np.ndarray, q: np.ndarray) -> str:
+    """Where the pooled AUROC is lost: how the level of a query's scores relates to its share
+    of answering passages, and two oracles that use a query's whole judged pool (which a
+    metric never has): the scores centred on their query's mean, and that share alone."""
+    ids, inverse = np.unique(q, return_inverse=True)
+    mean_score = np.bincount(inverse, weights=p) / np.bincount(inverse)
+    share = np.bincount(inverse, weights=y) / np.bincount(inverse)
+    r = float(np.corrcoef(mean_score, share)[0, 1])
+    return (
+        f"query levels ({len(ids)} queries): correlation of a query's mean score with its share "
+        f"of answering passages {r:+.2f}; oracles using the query's judged pool: scores centred "
+        f"per query AUROC {roc_auc_score(y, p - mean_score[inverse]):.3f}, the query's share "
+        f"of answering passages alone {roc_auc_score(y, share[inverse]):.3f}"
+    )
 
 
 def metric_scores(p: np.ndarray, feats: ChunkFeatures) -> np.ndarray:
@@ -255,6 +278,8 @@ def main() -> None:
         f"statements of the one-chunk item, from the {'calibrated' if args.calibrate else 'raw'}"
         " score."
     )
+
+    print(query_levels(oof[on], y[on], query[on]))
 
     # off-topic rejection: fitted on half the queries, scored on pairs within the other half
     half, src_half = fold % 2, src_fold % 2

@@ -221,7 +221,8 @@ def _scan(text: str) -> tuple[list[_Word], int]:
     hyphenated words; and how many come before the parts."""
     raws = WORD.findall(text.replace("\u2019", "'"))
     n = len(raws)
-    raws += [part for raw in raws if "-" in raw for part in raw.split("-") if part]
+    if "-" in text:
+        raws += [part for raw in raws if "-" in raw for part in raw.split("-") if part]
     return list(map(_word, raws)), n
 
 
@@ -234,10 +235,10 @@ def facts(text: str) -> TextFacts:
         return _NO_FACTS
     lows, toks, contents, nouns, negations, forms = zip(*info, strict=True)
     return TextFacts(
-        words=frozenset(contents) - {None},
-        tokens=frozenset(toks) - {""},
+        words=frozenset(filter(None, contents)),  # a number has no word, token or noun
+        tokens=frozenset(filter(None, toks)),
         numbers=frozenset(chain.from_iterable(forms)),
-        nouns=frozenset(nouns) - {None},
+        nouns=frozenset(filter(None, nouns)),
         bigrams=frozenset(_pairs(lows[:n])),  # as written, not the hyphenated words' parts
         negated=any(negations),
     )
