@@ -155,3 +155,20 @@ def test_joint_facts_equal_the_union_of_each_sentences_facts():
     each = [facts(s) for s in found]
     for field in ("words", "tokens", "numbers", "bigrams"):
         assert getattr(joint, field) == frozenset().union(*(getattr(f, field) for f in each))
+
+
+@pytest.mark.parametrize(
+    ("text", "figures", "words"),
+    [
+        ("Open 09:00 to 17:30.", {"9", "17", "17:30"}, set()),
+        ("It costs $1,000.50, not 007 or 2.0.", {"1000.5", "7", "2"}, set()),
+        ("Twenty-five agents, 24/7.", {"24", "7"}, {"20", "5"}),
+        ("No figures here.", set(), set()),
+    ],
+)
+def test_numbers_are_normalised_alike_alone_and_in_text_facts(text, figures, words):
+    from contextlens.offline.features import facts
+    from contextlens.offline.text import numbers
+
+    assert numbers(text) == figures
+    assert facts(text).numbers == figures | words
