@@ -35,8 +35,8 @@ and raw embedding dimensions (those overfit the 43 queries badly). Also tried, o
 embedder's per-token states: late interaction (each query word piece's best cosine with the
 passage's word pieces, plain or weighted by rarity), encoding query and passage together in
 one sequence, and the passage's vector pooled without the query's word pieces (the best of
-them: +0.016 pooled AUROC, at the price of caching every passage's token states). None comes
-near 0.70: the "query levels" line shows why. A query's mean score does not follow its share
+them, by under 0.02 pooled AUROC, at the price of caching every passage's token states). None
+comes near 0.70: the "query levels" line shows why. A query's mean score does not follow its share
 of answering passages, and even centring the scores on each query's mean, which needs the
 query's whole judged pool, leaves the pooled AUROC well short of it.
 """

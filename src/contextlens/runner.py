@@ -243,6 +243,10 @@ async def _aiter(cases: Iterable[Any] | AsyncIterable[Any]) -> Any:
             yield case
 
 
+#: Cases scored at once without a judge (the offline metrics only compute and embed).
+OFFLINE_CASES_IN_FLIGHT = 512
+
+
 async def aevaluate(
     cases: Iterable[Any] | AsyncIterable[Any],
     metrics: Sequence[Any],
@@ -325,7 +329,11 @@ async def aevaluate(
             finished = bar.tasks[0].completed + 1
             bar.update(bar.task_ids[0], advance=1, rate=f"{finished / max(elapsed, 1e-9):.1f}/s")
 
-    window = asyncio.Semaphore(max(8, 2 * max_concurrency))
+    # Cases in flight: twice the judge calls allowed; offline, enough that the embedder's
+    # coalesced batches are large (small batches pad more and pay more per run).
+    window = asyncio.Semaphore(
+        max(8, 2 * max_concurrency) if judge_obj is not None else OFFLINE_CASES_IN_FLIGHT
+    )
     tasks: set[asyncio.Task[None]] = set()
 
     async def guarded(case: Case, index: int) -> None:

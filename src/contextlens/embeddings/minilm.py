@@ -7,7 +7,6 @@ before first use; the tokenizer files ship in ``assets/all-MiniLM-L6-v2``. Texts
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import threading
@@ -23,6 +22,7 @@ from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
 from contextlens.embeddings.base import l2_normalise
+from contextlens.embeddings.batching import LoopCoalescers
 from contextlens.errors import ContextLensError
 
 __all__ = ["ENV_MODEL_PATH", "MiniLMEmbedder", "ModelIntegrityError", "default_embedder"]
@@ -180,6 +180,7 @@ class MiniLMEmbedder:
         self.threads = threads or _cpu_count()
         self.verify = verify or self.model_path == _packaged_model()
         self._memo = _LRU(memo_size)
+        self._coalescers = LoopCoalescers(self.embed_sync)
         self._init_lock = threading.Lock()
         self._tokenizer: Tokenizer | None = None
         self._cls_id = self._sep_id = -1
@@ -303,12 +304,7 @@ class MiniLMEmbedder:
 
     def embed_sync(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """One unit-length float32 row of ``dim`` values per text (the blocking kernel)."""
-        if isinstance(texts, str):
-            raise TypeError("embed takes a sequence of texts, not a single str")
-        texts = list(texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
+        texts = _checked(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         vectors: dict[str, NDArray[np.float32]] = {}
@@ -328,12 +324,26 @@ class MiniLMEmbedder:
         return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """:meth:`embed_sync` in a worker thread."""
-        return await asyncio.to_thread(self.embed_sync, texts)
+        """:meth:`embed_sync` in a worker thread; concurrent calls on one event loop share
+        batched runs, one at a time (see :mod:`contextlens.embeddings.batching`)."""
+        texts = _checked(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return await self._coalescers.current().embed(texts)
 
     def clear_memo(self) -> None:
         """Forget every memoised vector."""
         self._memo.clear()
+
+
+def _checked(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("embed takes a sequence of texts, not a single str")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
+    return texts
 
 
 def _token_id(tok: Tokenizer, token: str) -> int:
