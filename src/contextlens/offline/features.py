@@ -257,7 +257,7 @@ def joint_facts(sentences: tuple[str, ...]) -> TextFacts:
     """The words, tokens, numbers and word pairs of several sentences together, in one pass
     over their words (pairs stay within a sentence). The same sets as the union of each
     sentence's :func:`facts`; ``nouns`` and ``negated`` are left empty."""
-    words: set[str | None] = set()
+    words: set[str] = set()
     tokens: set[str] = set()
     numbers: set[str] = set()
     bigrams: set[str] = set()
@@ -266,14 +266,12 @@ def joint_facts(sentences: tuple[str, ...]) -> TextFacts:
         if not info:
             continue
         lows, toks, contents, _, _, forms = zip(*info, strict=True)
-        words.update(contents)
-        tokens.update(toks)
+        words.update(filter(None, contents))
+        tokens.update(filter(None, toks))
         numbers.update(chain.from_iterable(forms))
         bigrams.update(_pairs(lows[:n]))
-    words.discard(None)
-    tokens.discard("")
     return TextFacts(
-        words=frozenset(words),  # type: ignore[arg-type]
+        words=frozenset(words),
         tokens=frozenset(tokens),
         numbers=frozenset(numbers),
         nouns=frozenset(),
