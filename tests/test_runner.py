@@ -1,5 +1,6 @@
 """The engine end to end: evaluate() against a real fake judge server."""
 
+import asyncio
 import json
 import os
 import signal
@@ -197,6 +198,31 @@ def test_offline_run_needs_no_judge_and_scores_everything():
     run = evaluate(sessions(3, 2), [Context()], cache=False, progress=False)
     assert run.judge == "offline" and run.summaries["context"].n_scored == 3
     assert run.accounting["total"]["calls"] == 0
+
+
+class CountingEmbedder:
+    """An async embedder that records how many of its calls overlap."""
+
+    name = "counting"
+
+    def __init__(self, batches: bool) -> None:
+        self.batches_concurrent_calls = batches
+        self.active = self.peak = 0
+
+    async def embed(self, texts):
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        await asyncio.sleep(0.01)
+        self.active -= 1
+        rows = np.ones((len(texts), 4), np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize(("batches", "most"), [(False, 32), (True, 512)])
+def test_offline_cases_in_flight_grow_only_for_an_embedder_that_batches(batches, most):
+    embedder = CountingEmbedder(batches)
+    evaluate(sessions(600), [Context()], embedder=embedder, cache=False, progress=False)
+    assert embedder.peak == most  # twice max_concurrency (16), or OFFLINE_CASES_IN_FLIGHT
 
 
 RESUME = textwrap.dedent(

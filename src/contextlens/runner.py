@@ -243,7 +243,7 @@ async def _aiter(cases: Iterable[Any] | AsyncIterable[Any]) -> Any:
             yield case
 
 
-#: Cases scored at once without a judge (the offline metrics only compute and embed).
+#: Cases scored at once without a judge when the embedder batches concurrent calls.
 OFFLINE_CASES_IN_FLIGHT = 512
 
 
@@ -329,10 +329,12 @@ async def aevaluate(
             finished = bar.tasks[0].completed + 1
             bar.update(bar.task_ids[0], advance=1, rate=f"{finished / max(elapsed, 1e-9):.1f}/s")
 
-    # Cases in flight: twice the judge calls allowed; offline, enough that the embedder's
-    # coalesced batches are large (small batches pad more and pay more per run).
+    # Cases in flight: twice the judge calls allowed; offline with an embedder that batches
+    # concurrent calls, enough to make its batches large (small ones pad more and cost more
+    # per run).
+    batching = getattr(services.embedder, "batches_concurrent_calls", False)
     window = asyncio.Semaphore(
-        max(8, 2 * max_concurrency) if judge_obj is not None else OFFLINE_CASES_IN_FLIGHT
+        OFFLINE_CASES_IN_FLIGHT if judge_obj is None and batching else max(8, 2 * max_concurrency)
     )
     tasks: set[asyncio.Task[None]] = set()
 

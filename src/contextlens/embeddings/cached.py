@@ -18,6 +18,7 @@ class CachedEmbedder:
         self.inner = inner
         self.cache = cache
         self.name = inner.name
+        self.batches_concurrent_calls = getattr(inner, "batches_concurrent_calls", False)
 
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.inner!r}, {self.cache!r})"

@@ -149,6 +149,8 @@ class MiniLMEmbedder:
 
     name: str = "minilm-l6-v2-int8"
     dim: int = 384
+    #: Concurrent calls share batched runs, so a caller may issue many at once.
+    batches_concurrent_calls: bool = True
 
     def __init__(
         self,
