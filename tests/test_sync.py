@@ -45,3 +45,27 @@ def test_errors_propagate() -> None:
 
     with pytest.raises(ValueError, match="bad input"):
         run_sync(boom())
+
+
+def test_per_loop_state_is_made_once_per_loop_and_forgotten_with_closed_loops():
+    from contextlens.sync import PerLoop
+
+    made: list[object] = []
+    state = PerLoop(lambda: made.append(object()) or made[-1])
+    assert state.peek() is None  # no running loop
+
+    async def twice() -> tuple[object, object, object | None, asyncio.AbstractEventLoop]:
+        return state.get(), state.get(), state.peek(), asyncio.get_running_loop()
+
+    first, again, peeked, loop_1 = asyncio.run(twice())
+    assert first is again is peeked
+    second, _, _, loop_2 = asyncio.run(twice())
+    assert second is not first and len(made) == 2
+    assert len(state._by_loop) == 2  # closed, but still referenced here
+
+    async def popped() -> tuple[object, object | None]:
+        return state.get(), state.pop()
+
+    mine, gone = asyncio.run(popped())
+    assert gone is mine and len(state._by_loop) == 0  # the closed loops' values went too
+    assert loop_1.is_closed() and loop_2.is_closed()

@@ -4,7 +4,7 @@ import threading
 import numpy as np
 import pytest
 
-from contextlens.embeddings.batching import Coalescer, LoopCoalescers
+from contextlens.embeddings.batching import Coalescer
 from contextlens.embeddings.minilm import MiniLMEmbedder
 
 
@@ -78,19 +78,6 @@ async def test_a_cancelled_caller_does_not_disturb_the_others():
     np.testing.assert_array_equal(await kept, expected(["kept"]))
     with pytest.raises(asyncio.CancelledError):
         await doomed
-
-
-def test_each_event_loop_gets_its_own_coalescer():
-    kernel = Kernel(seconds=0.0)
-    coalescers = LoopCoalescers(kernel)
-
-    async def one() -> tuple[Coalescer, np.ndarray]:
-        coalescer = coalescers.current()
-        return coalescer, await coalescer.embed(["x"])
-
-    (a, out_a), (b, out_b) = asyncio.run(one()), asyncio.run(one())
-    assert a is not b
-    np.testing.assert_array_equal(out_a, out_b)
 
 
 async def test_minilm_coalesces_concurrent_calls_and_rejects_bad_input_before_queueing(

@@ -270,7 +270,7 @@ def test_same_backend_from_two_event_loops(server: FakeOpenAIServer) -> None:
 
     async def once(close: bool) -> str:
         completion = await backend.complete(MESSAGES)
-        sessions.append(backend._sessions[asyncio.get_running_loop()].session)
+        sessions.append(backend._sessions.get().session)
         if close:
             await backend.aclose()
         return completion.text

@@ -7,7 +7,7 @@ from contextlens.embeddings.minilm import default_embedder
 from contextlens.offline.features import (
     CLAIM_COLUMNS,
     FEATURES,
-    aggregate,
+    aggregate_many,
     claim_features,
     names,
 )
@@ -53,7 +53,7 @@ def test_model_round_trips_and_rejects_wrong_shapes():
 
 def test_one_claim_aggregates_to_its_own_features():
     rows = np.random.default_rng(1).uniform(size=(3, len(CLAIM_COLUMNS)))
-    assert np.allclose(claim_features(rows[:1])[0], aggregate(rows[:1]))
+    assert np.allclose(claim_features(rows[:1])[0], aggregate_many(rows[:1], np.array([0]))[0])
     assert claim_features(rows).shape == (3, len(FEATURES))
 
 
@@ -172,3 +172,16 @@ def test_numbers_are_normalised_alike_alone_and_in_text_facts(text, figures, wor
 
     assert numbers(text) == figures
     assert facts(text).numbers == figures | words
+
+
+def test_a_model_for_other_features_is_refused_by_name():
+    from contextlens.offline.relevance import ChunkFeatures, predict
+
+    with pytest.raises(ValueError, match="'relevance' takes the features"):
+        asyncio.run(
+            score_support(
+                [SupportItem(FAITHFUL, [CONTEXT])], default_embedder(), load_model("relevance")
+            )
+        )
+    with pytest.raises(ValueError, match="'support' takes the features"):
+        predict(ChunkFeatures([], np.zeros((0, 5)), [], []), load_model("support"))

@@ -11,14 +11,12 @@ requests gather, so batches grow with the load.
 from __future__ import annotations
 
 import asyncio
-import threading
-import weakref
 from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Coalescer", "LoopCoalescers"]
+__all__ = ["Coalescer"]
 
 Kernel = Callable[[list[str]], NDArray[np.float32]]
 
@@ -78,23 +76,3 @@ class Coalescer:
             for texts, future in batch:
                 if not future.done():
                     future.set_result(matrix[[row[t] for t in texts]])
-
-
-class LoopCoalescers:
-    """One :class:`Coalescer` per event loop, for an object shared by several loops."""
-
-    def __init__(self, kernel: Kernel) -> None:
-        self._kernel = kernel
-        self._lock = threading.Lock()
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Coalescer] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def current(self) -> Coalescer:
-        """The coalescer of the running event loop."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            coalescer = self._by_loop.get(loop)
-            if coalescer is None:
-                coalescer = self._by_loop[loop] = Coalescer(self._kernel)
-            return coalescer

@@ -18,10 +18,14 @@ class CachedEmbedder:
         self.inner = inner
         self.cache = cache
         self.name = inner.name
-        self.batches_concurrent_calls = getattr(inner, "batches_concurrent_calls", False)
 
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.inner!r}, {self.cache!r})"
+
+    @property
+    def batches_concurrent_calls(self) -> bool:
+        """Whether the inner embedder batches concurrent calls (the misses reach it as is)."""
+        return bool(getattr(self.inner, "batches_concurrent_calls", False))
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         if isinstance(self.cache, NullCache) or not texts:

@@ -22,8 +22,9 @@ from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
 from contextlens.embeddings.base import l2_normalise
-from contextlens.embeddings.batching import LoopCoalescers
+from contextlens.embeddings.batching import Coalescer
 from contextlens.errors import ContextLensError
+from contextlens.sync import PerLoop
 
 __all__ = ["ENV_MODEL_PATH", "MiniLMEmbedder", "ModelIntegrityError", "default_embedder"]
 
@@ -182,7 +183,7 @@ class MiniLMEmbedder:
         self.threads = threads or _cpu_count()
         self.verify = verify or self.model_path == _packaged_model()
         self._memo = _LRU(memo_size)
-        self._coalescers = LoopCoalescers(self.embed_sync)
+        self._coalescers = PerLoop(lambda: Coalescer(self.embed_sync))
         self._init_lock = threading.Lock()
         self._tokenizer: Tokenizer | None = None
         self._cls_id = self._sep_id = -1
@@ -331,7 +332,7 @@ class MiniLMEmbedder:
         texts = _checked(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return await self._coalescers.current().embed(texts)
+        return await self._coalescers.get().embed(texts)
 
     def clear_memo(self) -> None:
         """Forget every memoised vector."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import weakref
 from collections import deque
 from types import TracebackType
+
+from contextlens.sync import PerLoop
 
 
 class Limiter:
@@ -40,21 +41,12 @@ class Limiter:
         self.peak = 0
         self.rate_limited = 0
         self._last_decrease = float("-inf")
-        self._waiters: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, deque[asyncio.Future[None]]
-        ] = weakref.WeakKeyDictionary()
+        self._waiters: PerLoop[deque[asyncio.Future[None]]] = PerLoop(deque)
 
     @property
     def limit(self) -> int:
         """The number of calls allowed in flight now."""
         return max(1, int(self.current))
-
-    def _queue(self) -> deque[asyncio.Future[None]]:
-        loop = asyncio.get_running_loop()
-        queue = self._waiters.get(loop)
-        if queue is None:
-            queue = self._waiters[loop] = deque()
-        return queue
 
     def slot(self) -> _Slot:
         """``async with limiter.slot():`` holds one slot for the duration of the block."""
@@ -62,7 +54,7 @@ class Limiter:
 
     async def acquire(self) -> None:
         """Wait for a slot, first come first served."""
-        queue = self._queue()
+        queue = self._waiters.get()
         if self.in_flight < self.limit and not queue:
             self._take()
             return
@@ -87,10 +79,7 @@ class Limiter:
         self.peak = max(self.peak, self.in_flight)
 
     def _wake(self) -> None:
-        try:
-            queue = self._waiters.get(asyncio.get_running_loop())
-        except RuntimeError:  # no loop running: nobody can be waiting in it
-            return
+        queue = self._waiters.peek()  # None outside a loop: nobody can be waiting there
         while queue and self.in_flight < self.limit:
             waiter = queue.popleft()
             if not waiter.done():

@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import time
 import urllib.request
-import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -32,6 +30,7 @@ from contextlens.judges.base import (
     Usage,
     parse_retry_after,
 )
+from contextlens.sync import PerLoop
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAICompatBackend"]
 
@@ -55,9 +54,14 @@ class _LoopSession:
         )
         self.proxy = _env_proxy(base_url)
         self._closer = self._close_at_shutdown()
+        self._parked = False
 
-    async def start(self) -> None:
-        await self._closer.__anext__()
+    async def ready(self) -> _LoopSession:
+        """The session, its closer parked at the loop's shutdown (on first use)."""
+        if not self._parked:
+            self._parked = True
+            await self._closer.__anext__()
+        return self
 
     async def _close_at_shutdown(self) -> AsyncIterator[None]:
         try:
@@ -66,7 +70,10 @@ class _LoopSession:
             await self.session.close()
 
     async def aclose(self) -> None:
-        await self._closer.aclose()
+        if self._parked:
+            await self._closer.aclose()
+        else:
+            await self.session.close()
 
 
 class OpenAICompatBackend:
@@ -119,9 +126,7 @@ class OpenAICompatBackend:
         self.use_structured_output = use_structured_output
         self.extra_body = dict(extra_body or {})
         self.headers = dict(headers or {})
-        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSession]
-        self._sessions = weakref.WeakKeyDictionary()
-        self._sessions_lock = threading.Lock()
+        self._sessions = PerLoop(lambda: _LoopSession(self.base_url, self.timeout))
 
     def __repr__(self) -> str:
         key = "'***'" if self._api_key else "None"
@@ -147,23 +152,9 @@ class OpenAICompatBackend:
 
     # -- sessions ----------------------------------------------------------------------
 
-    async def _session(self) -> _LoopSession:
-        loop = asyncio.get_running_loop()
-        with self._sessions_lock:
-            opened = self._sessions.get(loop)
-            if opened is not None:
-                return opened
-            opened = self._sessions[loop] = _LoopSession(self.base_url, self.timeout)
-        await opened.start()
-        return opened
-
     async def aclose(self) -> None:
         """Close the running loop's HTTP session and forget those of closed loops."""
-        loop = asyncio.get_running_loop()
-        with self._sessions_lock:
-            opened = self._sessions.pop(loop, None)
-            for other in [lp for lp in self._sessions if lp.is_closed()]:
-                del self._sessions[other]
+        opened = self._sessions.pop()
         if opened is not None:
             await opened.aclose()
 
@@ -224,7 +215,7 @@ class OpenAICompatBackend:
         """
         url = f"{self.base_url}/chat/completions"
         body = self._body(messages, schema)
-        opened = await self._session()
+        opened = await self._sessions.get().ready()
         started = time.perf_counter()
         try:
             async with opened.session.post(

@@ -32,7 +32,7 @@ Reply length is deliberately not a feature.
 new verbs and adverbs as readily as an invention brings new words, and summaries judged
 faithful were often the more reworded ones.
 
-:func:`aggregate` turns the claims of one reply into the model's input row; a single claim
+:func:`aggregate_many` turns the claims of each reply into the model's input row; a single claim
 aggregates to its own values, so the same model scores a claim and a whole reply.
 """
 
@@ -68,7 +68,7 @@ CLAIM_COLUMNS = (
     "antonym",
 )
 
-#: The model's input features, in order (per reply; see :func:`aggregate`).
+#: The model's input features, in order (per reply; see :func:`aggregate_many`).
 FEATURES = (
     "sim_min",
     "sim_mean",
@@ -499,11 +499,6 @@ def aggregate_many(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
         out[:, mask] = reduce.reduceat(r[:, mask], starts, axis=0)
     out[:, _LOG] = np.log1p(sums[:, _LOG])
     return out
-
-
-def aggregate(rows: np.ndarray) -> np.ndarray:
-    """The model's input (:data:`FEATURES`) for one reply from its ``(claims, columns)`` rows."""
-    return aggregate_many(np.atleast_2d(rows), np.zeros(1, dtype=np.intp))[0]
 
 
 def claim_features(rows: np.ndarray) -> np.ndarray:

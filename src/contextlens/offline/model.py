@@ -42,6 +42,15 @@ class LogisticModel:
         if np.any(np.asarray(self.scale) <= 0):
             raise ValueError(f"model {self.name!r}: every 'scale' must be > 0")
 
+    def taking(self, features: tuple[str, ...]) -> LogisticModel:
+        """This model, which must take ``features`` in that order (ValueError otherwise)."""
+        if self.features != tuple(features):
+            raise ValueError(
+                f"offline model {self.name!r} takes the features {self.features}, "
+                f"expected {tuple(features)}"
+            )
+        return self
+
     def logits(self, x: np.ndarray) -> np.ndarray:
         """Raw log-odds for a ``(n_items, n_features)`` matrix."""
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))

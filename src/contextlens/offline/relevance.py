@@ -195,11 +195,7 @@ def statement_relevance(chunk_relevance: float, similarity: np.ndarray) -> np.nd
 
 def predict(features: ChunkFeatures, model: LogisticModel | None = None) -> np.ndarray:
     """The relevance probability of each row of ``features``."""
-    model = model or load_model(MODEL)
-    if tuple(model.features) != FEATURES:
-        raise ValueError(
-            f"offline model {model.name!r} has features {model.features}, expected {FEATURES}"
-        )
+    model = (model or load_model(MODEL)).taking(FEATURES)
     if not len(features.keys):
         return np.zeros(0)
     return model.predict(features.matrix)

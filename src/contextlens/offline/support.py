@@ -236,9 +236,7 @@ async def score_support(
     ``model`` defaults to the bundled ``support`` model; its features must be
     :data:`contextlens.offline.features.FEATURES`.
     """
-    model = model or load_model(MODEL_NAME)
-    if model.features != FEATURES:
-        raise ValueError(f"model {model.name!r} does not take the support features")
+    model = (model or load_model(MODEL_NAME)).taking(FEATURES)
     feats = await support_features(items, embedder)
     scored = [f for f in feats if f.reply is not None]
     reply_p = model.predict(np.stack([f.reply for f in scored])) if scored else np.zeros(0)
