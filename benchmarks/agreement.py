@@ -47,8 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _workload import header
 
-from contextlens.calibration import CalibrationReport, calibrate
+from contextlens.calibration import CalibrationReport, calibrate, read_labelled
 
 
 @dataclass(frozen=True)
@@ -98,13 +99,16 @@ def subsample(
     return [rows[i] for i in sorted(chosen)]
 
 
+def load_set(spec: SetSpec, data_dir: Path) -> list[dict[str, Any]]:
+    """Every row of a set, read and validated as ``contextlens calibrate`` reads it."""
+    return read_labelled(data_dir / f"{spec.name}.jsonl")
+
+
 def run_set(
     spec: SetSpec, data_dir: Path, limit: int | None, cache: bool
 ) -> tuple[CalibrationReport, int, int, float]:
     """Calibrate one set; (report, rows in the file, rows used, seconds)."""
-    path = data_dir / f"{spec.name}.jsonl"
-    with open(path, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
+    rows = load_set(spec, data_dir)
     used = subsample(rows, limit, spec.by) if limit is not None else rows
     t0 = time.perf_counter()
     report = calibrate(
@@ -116,12 +120,6 @@ def run_set(
         note=f"{spec.name}: {len(used)} of {len(rows)} items",
     )
     return report, len(rows), len(used), time.perf_counter() - t0
-
-
-def _rows(spec: SetSpec, data_dir: Path, limit: int | None) -> list[dict[str, Any]]:
-    with open(data_dir / f"{spec.name}.jsonl", encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    return subsample(rows, limit, spec.by) if limit is not None else rows
 
 
 def held_out_lines() -> list[str]:
@@ -151,23 +149,13 @@ def held_out_lines() -> list[str]:
 
 def throughput(rows: list[dict[str, Any]], repeats: int = 7) -> str:
     """Embedder-only vs end-to-end seconds (cold memo), and items/s with a warm memo."""
-    from contextlens.embeddings.minilm import MiniLMEmbedder
-    from contextlens.offline.support import SupportItem, _claims, clear_caches, score_support
-    from contextlens.offline.text import sentences
+    from fit_offline import item  # the item the Context metric builds for a labelled row
 
-    items = [
-        SupportItem(
-            r["answer"], ["\n".join(r.get("contexts") or []), "", ""], r.get("question") or ""
-        )
-        for r in rows
-    ]
-    distinct = list(
-        dict.fromkeys(
-            s
-            for it in items
-            for s in (*_claims(it.reply), *(x for e in it.evidence for x in sentences(e)))
-        )
-    )
+    from contextlens.embeddings.minilm import MiniLMEmbedder
+    from contextlens.offline.support import clear_caches, score_support, support_texts
+
+    items = [item(r) for r in rows]
+    distinct = support_texts(items)
     embedder = MiniLMEmbedder()
     embedder.embed_sync(["warm-up: load the model and the tokenizer"])
     embedder.clear_memo()
@@ -216,6 +204,21 @@ def pooled_ece(reports: list[CalibrationReport]) -> float:
     return sum(abs(p - o) for _, p, o in bins.values()) / total if total else float("nan")
 
 
+def relevance_held_out_line() -> str:
+    """The shipped relevance model's cross-validated figures, from its weights file."""
+    from contextlens.offline.model import load_model
+
+    meta = load_model("relevance").meta
+    cv = meta.get("grouped_cv", {})
+    return (
+        f"offline relevance model ({meta.get('fitted', '?')}): the TREC rows above are "
+        f"in-sample; {cv.get('folds', '?')}-fold cross-validation grouped by query (each "
+        f"query scored by a model fitted without it): AUROC {_f(cv.get('auroc_pooled'))} "
+        f"(within a query {_f(cv.get('within_query_auroc'))}), metric score AUROC "
+        f"{_f(cv.get('metric_auroc'))}"
+    )
+
+
 def _f(value: float | None) -> str:
     return "-" if value is None or not np.isfinite(value) else f"{value:.3f}"
 
@@ -232,12 +235,13 @@ def main() -> None:
         "--throughput", type=int, default=300, help="items for the throughput line (0: skip)"
     )
     args = parser.parse_args()
+    header("agreement of the offline scorers with the labels in " + str(args.data))
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
     unknown = [n for n in names if n not in SETS]
     if unknown:
         parser.error(f"unknown set(s) {unknown}; choose from {', '.join(SETS)}")
 
-    header = (
+    columns = (
         "set",
         "metric",
         "n",
@@ -285,9 +289,9 @@ def main() -> None:
         )
         print(f"done {name}: {seconds:.0f} s", flush=True)
 
-    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
+    widths = [max(len(r[i]) for r in [columns, *lines]) for i in range(len(columns))]
     print()
-    print(" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    print(" | ".join(h.ljust(w) for h, w in zip(columns, widths, strict=True)))
     print("-+-".join("-" * w for w in widths))
     for row in lines:
         print(" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
@@ -315,7 +319,11 @@ def main() -> None:
             print(line)
         if args.throughput > 0:
             spec = SETS[context_sets[0]]
-            print(throughput(_rows(spec, args.data, args.throughput)), flush=True)
+            rows = subsample(load_set(spec, args.data), args.throughput, spec.by)
+            print(throughput(rows), flush=True)
+    if any(SETS[n].metric == "contextual-relevancy" for n in names):
+        print()
+        print(relevance_held_out_line())
     if args.json:
         args.json.write_text(json.dumps(dump, indent=2), encoding="utf-8")
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from _workload import load_average
 from numpy.typing import NDArray
 
 from contextlens.embeddings import MiniLMEmbedder
@@ -111,10 +111,6 @@ def naive_scores(emb: MiniLMEmbedder, cases: list[dict[str, Any]]) -> tuple[list
     return out, calls
 
 
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=1000)
@@ -130,7 +126,7 @@ def main() -> None:
     print(
         f"{args.cases} cases x {args.contexts} contexts ({min(ctx_words)}-{max(ctx_words)} "
         f"words, mean {np.mean(ctx_words):.0f}); {warm.threads} threads; "
-        f"load average before: {_load()}"
+        f"before: {load_average()}"
     )
 
     # ours, batch: all cases
@@ -182,7 +178,7 @@ def main() -> None:
     )
     print(
         f"score agreement on those cases: batch vs novastack-style max |diff| {diff_naive:.1e}, "
-        f"batch vs evaluate() {diff_loop:.1e}; load average after: {_load()}"
+        f"batch vs evaluate() {diff_loop:.1e}; after: {load_average()}"
     )
 
 

@@ -8,10 +8,11 @@ Reference (/work/shared/models/README.md): 285 sentences/s, batch 32, 2 cores.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import time
+
+from _workload import load_average
 
 from contextlens.embeddings import MiniLMEmbedder
 
@@ -57,10 +58,6 @@ def measure(emb: MiniLMEmbedder, sentences: list[str], repeats: int) -> tuple[fl
     return len(sentences) / min(walls), len(sentences) / min(cpus)
 
 
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=512)
@@ -74,7 +71,7 @@ def main() -> None:
     print(
         f"{len(sentences)} sentences, {statistics.mean(len(s.split()) for s in sentences):.0f} "
         f"words, {statistics.mean(tokens):.1f} word pieces each (incl. [CLS]/[SEP]); "
-        f"{cpus} usable CPUs; load average {_load()}"
+        f"{cpus} usable CPUs; {load_average()}"
     )
     configs = [(32, cpus), (8, cpus), (64, cpus), (32, 1)]
     print(f"{'batch':>5} {'threads':>7} {'sent/s':>8} {'sent/cpu-s':>10} {'vs ref 285/s':>13}")
@@ -87,7 +84,7 @@ def main() -> None:
     memo.embed_sync(sentences)
     t0 = time.perf_counter()
     memo.embed_sync(sentences)
-    print(f"load average after: {_load()}")
+    print(f"after: {load_average()}")
     print(f"memo hit (all {len(sentences)} seen before): {time.perf_counter() - t0:.4f} s")
 
 

@@ -52,8 +52,8 @@ from typing import Any
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
 
+from contextlens.calibration import auroc, expected_calibration_error
 from contextlens.embeddings.base import embed_distinct
 from contextlens.embeddings.cached import CachedEmbedder
 from contextlens.embeddings.minilm import default_embedder
@@ -127,18 +127,8 @@ def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, c: float, name: str) -> Log
     )
 
 
-def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
-    edges = np.minimum((p * bins).astype(int), bins - 1)
-    total = 0.0
-    for b in range(bins):
-        sel = edges == b
-        if sel.any():
-            total += sel.sum() * abs(p[sel].mean() - y[sel].mean())
-    return total / len(p)
-
-
 def within_query_auroc(p: np.ndarray, y: np.ndarray, q: np.ndarray) -> float:
-    aucs = [roc_auc_score(y[q == k], p[q == k]) for k in np.unique(q) if 0 < y[q == k].mean() < 1]
+    aucs = [auroc(p[q == k], y[q == k]) for k in np.unique(q) if 0 < y[q == k].mean() < 1]
     return float(np.mean(aucs)) if aucs else float("nan")
 
 
@@ -153,8 +143,8 @@ def query_levels(p: np.ndarray, y: np.ndarray, q: np.ndarray) -> str:
     return (
         f"query levels ({len(ids)} queries): correlation of a query's mean score with its share "
         f"of answering passages {r:+.2f}; oracles using the query's judged pool: scores centred "
-        f"per query AUROC {roc_auc_score(y, p - mean_score[inverse]):.3f}, the query's share "
-        f"of answering passages alone {roc_auc_score(y, share[inverse]):.3f}"
+        f"per query AUROC {auroc(p - mean_score[inverse], y):.3f}, the query's share "
+        f"of answering passages alone {auroc(share[inverse], y):.3f}"
     )
 
 
@@ -240,12 +230,12 @@ def main() -> None:
             name,
             str(len(np.unique(q))),
             str(int(sel.sum())),
-            f"{roc_auc_score(yt, oof[sel]):.3f}",
+            f"{auroc(oof[sel], yt):.3f}",
             f"{within_query_auroc(oof[sel], yt, q):.3f}",
-            f"{ece(oof[sel], yt):.3f}",
-            f"{ece(cal[sel], yt):.3f}",
-            f"{roc_auc_score(yt, share[sel]):.3f}",
-            f"{ece(share[sel], yt):.3f}",
+            f"{expected_calibration_error(oof[sel], yt):.3f}",
+            f"{expected_calibration_error(cal[sel], yt):.3f}",
+            f"{auroc(share[sel], yt):.3f}",
+            f"{expected_calibration_error(share[sel], yt):.3f}",
         )
 
     header = (
@@ -286,7 +276,7 @@ def main() -> None:
     train = (half == 0) & (src_half == 0)
     held = (half == 1) & (src_half == 1)
     p_held = fit(x[train], y[train], w[train], args.C, "relevance").predict(x[held])
-    off_auc = roc_auc_score(on[held], p_held)
+    off_auc = auroc(p_held, on[held])
     print(
         f"off-topic rejection (held-out half, on-topic vs off-topic pairs): AUROC {off_auc:.3f}; "
         f"mean raw score off-topic {p_held[~on[held]].mean():.3f}, "
@@ -295,9 +285,7 @@ def main() -> None:
     yo = y[on]
     print(
         "single features (on-topic, no fitting): "
-        + ", ".join(
-            f"{name} {roc_auc_score(yo, x[on][:, i]):.3f}" for i, name in enumerate(FEATURES)
-        )
+        + ", ".join(f"{name} {auroc(x[on][:, i], yo):.3f}" for i, name in enumerate(FEATURES))
     )
 
     model = fit(x, y, w, args.C, "relevance")

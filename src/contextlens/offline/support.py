@@ -31,7 +31,7 @@ heavily can score low. Reply length is not a feature. Use an LLM judge where tha
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -146,15 +146,27 @@ def clear_caches() -> None:
     facts.cache_clear()
 
 
+def _split(items: Sequence[SupportItem]) -> tuple[list[list[str]], list[_Evidence]]:
+    """The claims of each reply and the sentences of each item's evidence (memoised)."""
+    with gc_paused():
+        return [_claims(i.reply) for i in items], [_evidence(tuple(i.evidence)) for i in items]
+
+
+def _texts(claim_lists: list[list[str]], evidences: list[_Evidence]) -> Iterator[str]:
+    for group in (*claim_lists, *(e.sentences for e in evidences)):
+        yield from group
+
+
+def support_texts(items: Sequence[SupportItem]) -> list[str]:
+    """Every distinct text that :func:`score_support` embeds for ``items``: the claims and
+    the evidence sentences."""
+    return list(dict.fromkeys(_texts(*_split(items))))
+
+
 async def support_features(items: Sequence[SupportItem], embedder: Embedder) -> list[ItemFeatures]:
     """Claims, per-claim rows and the reply feature row of each item (one embedding call)."""
-    with gc_paused():
-        claim_lists = [_claims(item.reply) for item in items]
-        evidences = [_evidence(tuple(item.evidence)) for item in items]
-    vectors = await embed_distinct(
-        embedder,
-        (s for group in (*claim_lists, *(e.sentences for e in evidences)) for s in group),
-    )
+    claim_lists, evidences = _split(items)
+    vectors = await embed_distinct(embedder, _texts(claim_lists, evidences))
     with gc_paused():
         return _features(items, claim_lists, evidences, vectors)
 
