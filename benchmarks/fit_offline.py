@@ -245,12 +245,15 @@ def _bound(direction: int) -> tuple[float | None, float | None]:
 
 def fit(sets: Sequence[Data], embedder: Any, name: str = "support") -> LogisticModel:
     """The support model from ``sets`` (each weighing the same) and their off-topic negatives."""
-    parts = [p for d in sets for p in (d, off_topic(d, embedder), edited(d, embedder))]
-    for d in sets:
-        d.share = 1.0 - SYNTHETIC - EDITED
-    x = np.concatenate([d.x[d.ok] for d in parts])
-    y = np.concatenate([d.y[d.ok] for d in parts])
-    w = np.concatenate([d.weights()[d.ok] for d in parts])
+    real = 1.0 - SYNTHETIC - EDITED  # the part of a training set's weight its own items carry
+    parts = [
+        p
+        for d in sets
+        for p in ((d, real), (off_topic(d, embedder), 1.0), (edited(d, embedder), 1.0))
+    ]
+    x = np.concatenate([d.x[d.ok] for d, _ in parts])
+    y = np.concatenate([d.y[d.ok] for d, _ in parts])
+    w = np.concatenate([d.weights()[d.ok] * k for d, k in parts])
     mean = np.average(x, axis=0, weights=w)
     scale = np.sqrt(np.average((x - mean) ** 2, axis=0, weights=w))
     scale[scale < 1e-9] = 1.0
@@ -259,11 +262,9 @@ def fit(sets: Sequence[Data], embedder: Any, name: str = "support") -> LogisticM
     # Platt map on the real items only: p = sigmoid(a * z + b).
     xr = np.concatenate([d.x[d.ok] for d in sets])
     yr = np.concatenate([d.y[d.ok] for d in sets])
-    wr = np.concatenate([d.weights(even=PRIOR == "even")[d.ok] for d in sets])
+    wr = np.concatenate([d.weights(even=PRIOR == "even")[d.ok] * real for d in sets])
     z = b0 + ((xr - mean) / scale) @ coef
     b, (a,) = _logistic(z[:, None], yr, wr, [(0.0, None)])
-    for d in sets:
-        d.share = 1.0
     return LogisticModel(
         name=name,
         features=FEATURES,

@@ -148,12 +148,13 @@ def query_levels(p: np.ndarray, y: np.ndarray, q: np.ndarray) -> str:
     )
 
 
-def metric_scores(p: np.ndarray, feats: ChunkFeatures) -> np.ndarray:
-    """The metric's score of a one-chunk item: its share of "yes" statements."""
+def metric_scores(p: np.ndarray, similarities: list[np.ndarray]) -> np.ndarray:
+    """The metric's score of each one-chunk item, from its chunk's relevance ``p`` and its
+    statements' similarity to the input: the share of "yes" statements."""
     return np.array(
         [
             float(np.mean(statement_relevance(pi, sims) >= THRESHOLD))
-            for pi, sims in zip(p, feats.sentence_similarity, strict=True)
+            for pi, sims in zip(p, similarities, strict=True)
         ]
     )
 
@@ -220,23 +221,23 @@ def main() -> None:
     sims = feats.sentence_similarity
     share = np.full(len(items), np.nan)
     shipped = cal if args.calibrate else oof
-    share[on] = metric_scores(
-        shipped[on], ChunkFeatures([], x[on], [], [sims[i] for i in np.flatnonzero(on)])
-    )
+    share[on] = metric_scores(shipped[on], [sims[i] for i in np.flatnonzero(on)])
+
+    def measures(sel: np.ndarray) -> list[float]:
+        """AUROC, within-query AUROC, ECE raw and calibrated, metric AUROC and ECE."""
+        yt = y[sel]
+        return [
+            auroc(oof[sel], yt),
+            within_query_auroc(oof[sel], yt, query[sel]),
+            expected_calibration_error(oof[sel], yt),
+            expected_calibration_error(cal[sel], yt),
+            auroc(share[sel], yt),
+            expected_calibration_error(share[sel], yt),
+        ]
 
     def row(name: str, sel: np.ndarray) -> tuple[str, ...]:
-        yt, q = y[sel], query[sel]
-        return (
-            name,
-            str(len(np.unique(q))),
-            str(int(sel.sum())),
-            f"{auroc(oof[sel], yt):.3f}",
-            f"{within_query_auroc(oof[sel], yt, q):.3f}",
-            f"{expected_calibration_error(oof[sel], yt):.3f}",
-            f"{expected_calibration_error(cal[sel], yt):.3f}",
-            f"{auroc(share[sel], yt):.3f}",
-            f"{expected_calibration_error(share[sel], yt):.3f}",
-        )
+        counts = (str(len(np.unique(query[sel]))), str(int(sel.sum())))
+        return (name, *counts, *(f"{v:.3f}" for v in measures(sel)))
 
     header = (
         "fold",
@@ -296,7 +297,7 @@ def main() -> None:
     print(f"  intercept        {model.intercept:+.3f}")
     if args.no_write:
         return
-    pooled = lines[-1]
+    pooled = [round(v, 3) for v in measures(on)]
     model = LogisticModel(
         name=model.name,
         features=model.features,
@@ -322,13 +323,13 @@ def main() -> None:
             ),
             "grouped_cv": {
                 "folds": args.folds,
-                "auroc_pooled": float(pooled[3]),
+                "auroc_pooled": pooled[0],
                 "auroc_fold_mean": round(float(fold_mean), 3),
-                "within_query_auroc": float(pooled[4]),
-                "ece_raw": float(pooled[5]),
-                "ece_calibrated": float(pooled[6]),
-                "metric_auroc": float(pooled[7]),
-                "metric_ece": float(pooled[8]),
+                "within_query_auroc": pooled[1],
+                "ece_raw": pooled[2],
+                "ece_calibrated": pooled[3],
+                "metric_auroc": pooled[4],
+                "metric_ece": pooled[5],
                 "offtopic_auroc": round(float(off_auc), 3),
             },
         },
