@@ -382,21 +382,20 @@ def claim_row(
     claim_facts: TextFacts,
     sim: float,
     aligned: TextFacts,
-    evidence_words: frozenset[str] | set[str],
-    evidence_tokens: frozenset[str] | set[str],
-    evidence_numbers: frozenset[str] | set[str],
-    evidence_bigrams: frozenset[str] | set[str],
+    evidence: TextFacts,
     given: TextFacts | None = None,
 ) -> tuple[list[float], ClaimDetail]:
     """The raw measurements of one claim (see :data:`CLAIM_COLUMNS`) and their words.
 
-    ``given``: the facts of the user's question. Its words, names and numbers are not new
-    content when the reply repeats them ("a $30 order" for "Is shipping free for a $30
-    order?"), but they support nothing: the overlap and closeness columns ignore them.
+    ``aligned``: the facts of the claim's closest evidence sentence; ``evidence``: those of
+    all the evidence (:func:`joint_facts`). ``given``: the facts of the user's question. Its
+    words, names and numbers are not new content when the reply repeats them ("a $30
+    order" for "Is shipping free for a $30 order?"), but they support nothing: the overlap
+    and closeness columns ignore them.
     """
     words = claim_facts.words
     n = len(words)
-    known_words, known_tokens, known_numbers = evidence_words, evidence_tokens, evidence_numbers
+    known_words, known_tokens, known_numbers = evidence.words, evidence.tokens, evidence.numbers
     if given is not None:
         known_words = known_words | given.words
         known_tokens = known_tokens | given.tokens
@@ -411,11 +410,11 @@ def claim_row(
     changed_number = bool(aligned.numbers) and bool(claim_facts.numbers - aligned.numbers)
     negation = claim_facts.negated != aligned.negated
     flipped = _sorted(t for t in claim_facts.tokens - aligned.tokens if _opposed(t, aligned))
-    copied = _share_found(claim_facts, evidence_bigrams, evidence_tokens, evidence_numbers)
+    copied = _share_found(claim_facts, evidence)
     row = [
         sim,
         len(words & aligned.words) / n if n else 1.0,
-        len(words & evidence_words) / n if n else 1.0,
+        len(words & evidence.words) / n if n else 1.0,
         copied,
         max(sim, copied),
         len(novel) / n if n else 0.0,
@@ -456,17 +455,12 @@ def _unprefixed(token: str) -> tuple[str, ...]:
     )
 
 
-def _share_found(
-    claim: TextFacts,
-    bigrams: frozenset[str] | set[str],
-    tokens: frozenset[str] | set[str],
-    numbers: frozenset[str] | set[str],
-) -> float:
+def _share_found(claim: TextFacts, evidence: TextFacts) -> float:
     """Share of the claim's word pairs in the evidence; a one-word claim: its word."""
     if claim.bigrams:
-        return len(claim.bigrams & bigrams) / len(claim.bigrams)
+        return len(claim.bigrams & evidence.bigrams) / len(claim.bigrams)
     single = claim.tokens | claim.numbers
-    return float(bool(single) and single <= (tokens | numbers))
+    return float(bool(single) and single <= (evidence.tokens | evidence.numbers))
 
 
 def _spec(feature: str) -> tuple[int, str]:

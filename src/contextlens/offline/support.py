@@ -42,6 +42,7 @@ from contextlens.offline.features import (
     CLAIM_COLUMNS,
     FEATURES,
     ClaimDetail,
+    TextFacts,
     aggregate_many,
     claim_features,
     claim_row,
@@ -126,17 +127,13 @@ class _Evidence:
     a single sentence are computed only when a claim is aligned with it)."""
 
     sentences: tuple[str, ...]
-    words: frozenset[str]
-    tokens: frozenset[str]
-    numbers: frozenset[str]
-    bigrams: frozenset[str]
+    facts: TextFacts  # of all of them: words, tokens, numbers, word pairs
 
 
 @lru_cache(maxsize=1024)
 def _evidence(texts: tuple[str, ...]) -> _Evidence:
     found = tuple(s for text in texts for s in sentences(text))
-    whole = joint_facts(found)
-    return _Evidence(found, whole.words, whole.tokens, whole.numbers, whole.bigrams)
+    return _Evidence(found, joint_facts(found))
 
 
 def clear_caches() -> None:
@@ -195,10 +192,7 @@ def _features(
                 facts(claim),
                 float(sims[i, best[i]]),
                 facts(ev.sentences[best[i]]),
-                ev.words,
-                ev.tokens,
-                ev.numbers,
-                ev.bigrams,
+                ev.facts,
                 given,
             )
             rows.append(row)
