@@ -1,14 +1,14 @@
 """novastack's documented ContextSimilarityEvaluator example, with only the imports changed.
 
-Runs offline: the embedding model is the bundled all-MiniLM-L6-v2 (no API key, no download).
-Any LangChain, LlamaIndex or novastack embedding object can be passed as ``embed_model``
-instead. Scores are similarities mapped to [0, 1] (cosine ``s`` -> ``(s + 1) / 2``).
+Runs offline: ``HuggingFaceEmbedding()`` is a model already on this machine when there is one
+(a folder, or the Hugging Face cache), else the bundled all-MiniLM-L6-v2; nothing is
+downloaded. Any LangChain, LlamaIndex or novastack embedding object can be passed as
+``embed_model`` instead. Scores are similarities mapped to [0, 1] (cosine ``s`` -> ``(s + 1) / 2``).
 """
 
-from contextlens import ContextSimilarityEvaluator
-from contextlens.embeddings import default_embedder  # novastack: HuggingFaceEmbedding
+from contextlens import ContextSimilarityEvaluator, HuggingFaceEmbedding
 
-embedding = default_embedder()  # novastack: HuggingFaceEmbedding()
+embedding = HuggingFaceEmbedding()
 
 evaluator = ContextSimilarityEvaluator(embed_model=embedding)
 

@@ -19,7 +19,7 @@ retrieval_context = ["All customers are eligible for a 30 day full refund at no 
 
 metric = ContextualRelevancyMetric(
     threshold=0.7,
-    model=os.environ.get("CONTEXTLENS_JUDGE"),  # DeepEval's example: model="gpt-4"
+    model=os.getenv("CONTEXTLENS_JUDGE"),  # DeepEval's example: model="gpt-4"
     include_reason=True,
 )
 test_case = ModelTestCase(

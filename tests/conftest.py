@@ -7,9 +7,12 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _private_folders(tmp_path_factory, monkeypatch):
+    """Each test gets its own cache (the seed shells cache judge replies, so one test's
+    replies must not answer another's); the run store is shared."""
     base = tmp_path_factory.getbasetemp()
-    monkeypatch.setenv("CONTEXTLENS_CACHE_DIR", str(base / "cache"))
+    monkeypatch.setenv("CONTEXTLENS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("CONTEXTLENS_STORE", str(base / "runs.sqlite3"))
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 @pytest.fixture
@@ -29,3 +32,28 @@ def run_cli(monkeypatch, capsys):
         return code, captured.out + captured.err
 
     return run
+
+
+@pytest.fixture
+def rule_model():
+    """``rule_model(fn)``: a real LangChain chat model whose reply is ``fn(prompt)``, the
+    prompt being the last message's text. Unlike ``FakeListChatModel`` its replies do not
+    depend on the order in which concurrent calls arrive."""
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class RuleChatModel(BaseChatModel):
+        rule: object
+        calls: int = 0
+
+        @property
+        def _llm_type(self) -> str:
+            return "rule"
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            self.calls += 1
+            text = self.rule(messages[-1].content)
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+    return lambda fn: RuleChatModel(rule=fn)

@@ -175,7 +175,7 @@ class FlakyMetric:
     case_type = ModelTestCase
     threshold = 0.5
 
-    async def compute(self, case: ModelTestCase, services: Any) -> MetricResult:
+    async def score(self, case: ModelTestCase, services: Any) -> MetricResult:
         if case.name == "r0":
             return MetricResult(metric=self.name, score=None, error="judge said nothing")
         if case.name == "r4":
@@ -202,7 +202,7 @@ def test_graded_labels_binarised_at_the_median_and_spearman() -> None:
     class ByIndex:
         name, case_type = "by_index", ModelTestCase
 
-        async def compute(self, case: ModelTestCase, services: Any) -> MetricResult:
+        async def score(self, case: ModelTestCase, services: Any) -> MetricResult:
             return MetricResult(metric=self.name, score=int(case.name[1:]) / 10)
 
     report = calibrate(rows, ByIndex(), cache=False, n_boot=100)
@@ -255,7 +255,7 @@ def test_csv_with_json_cells_and_slices(tmp_path: Path) -> None:
     class Echo:
         name, case_type = "echo", ModelTestCase
 
-        async def compute(self, case: ModelTestCase, services: Any) -> MetricResult:
+        async def score(self, case: ModelTestCase, services: Any) -> MetricResult:
             assert case.retrieval_context == [f"ctx {case.name[1:]}"]
             return MetricResult(metric=self.name, score=0.2 + 0.1 * int(case.name[1:]))
 

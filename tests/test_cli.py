@@ -40,10 +40,10 @@ def test_run_writes_results_summary_and_report(run_cli, tmp_path, cases_file):
         "-q",
     )
     assert code == 0, text
-    assert "context_precision_metric" in text and "interval" in text
+    assert "context_precision" in text and "interval" in text
     assert len((out / "results.jsonl").read_text().splitlines()) == 6
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["summaries"]) == {"context_precision_metric", "contextual_relevancy"}
+    assert set(summary["summaries"]) == {"context_precision", "contextual_relevancy"}
     assert (out / "report.html").stat().st_size > 1000
     assert len(RunStore().list_runs()) == 1
 
@@ -93,7 +93,7 @@ def test_fail_under_exit_status(run_cli, tmp_path, cases_file):
     [
         (("run", "missing.jsonl"), "no such file"),
         (("run", "{cases}", "-m", "nonsense"), "unknown metric"),
-        (("run", "{cases}", "-m", "context"), "needs sessions"),
+        (("run", "{cases}", "-m", "context"), "takes sessions"),
         (("run", "{cases}", "-m", "context-similarity", "--fail-under", "x"), "METRIC=VALUE"),
         (("run", "{bad}", "-m", "context-similarity"), "bad.jsonl:2: field 'input'"),
         (("run", "{cases}", "--judge", "nosuchmodule:thing"), "cannot load"),

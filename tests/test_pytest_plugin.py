@@ -7,8 +7,7 @@ import textwrap
 import pytest
 
 import contextlens.pytest_plugin  # noqa: F401  (imported here, before pytester's snapshot)
-from contextlens import Batch, Context, Dataset
-from contextlens.metrics.context_precision import ContextPrecision
+from contextlens import Batch, Context, ContextPrecision, Dataset
 from contextlens.runner import evaluate
 from contextlens.schemas import ModelTestCase
 
@@ -19,7 +18,7 @@ PLUGIN = ("-p", "contextlens.pytest_plugin")
 CASES = textwrap.dedent(
     """
     from contextlens import Batch, Context, Dataset
-    from contextlens.metrics.context_precision import ContextPrecision
+    from contextlens import ContextPrecision
     from contextlens.pytest_plugin import assert_context
     from contextlens.schemas import ModelTestCase
 

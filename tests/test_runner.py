@@ -12,8 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from contextlens import Batch, Context, Dataset, InputError
-from contextlens.metrics.context_precision import ContextPrecision
+from contextlens import Batch, Context, ContextPrecision, Dataset, InputError
 from contextlens.runner import evaluate
 from contextlens.schemas import ModelTestCase
 from contextlens.testing import FakeOpenAIServer

@@ -247,7 +247,7 @@ class _Fixed:
     name = "fixed"
     case_type = ModelTestCase
 
-    async def compute(self, case: ModelTestCase, services: object) -> MetricResult:
+    async def score(self, case: ModelTestCase, services: object) -> MetricResult:
         if case.name == "bad":
             return MetricResult(metric=self.name, score=None, error="no score")
         return MetricResult(metric=self.name, score=len(case.input) / 10, reason="len")

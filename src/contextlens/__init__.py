@@ -2,23 +2,20 @@
 
 from contextlens.calibration import CalibrationReport, acalibrate, calibrate
 from contextlens.compare import Comparison, MetricComparison, compare
+from contextlens.compat.deepeval import ContextualRelevancyMetric, ContextualRelevancyTemplate
+from contextlens.compat.gaussia import Context, ContextInteraction, ContextMetric
+from contextlens.compat.novastack import ContextSimilarityEvaluator, HuggingFaceEmbedding
+from contextlens.compat.opik import ContextPrecision, ScoreResult
 from contextlens.errors import ContextLensError, InputError, JudgeError, MetricComputationError
 from contextlens.judges import ChatBackend, Judge, Judgement, LLMJudge, resolve_judge
-from contextlens.metrics.context import Context
-from contextlens.metrics.context_precision import ContextPrecision
-from contextlens.metrics.context_similarity import ContextSimilarityEvaluator
-from contextlens.metrics.contextual_relevancy import ContextualRelevancyMetric
+from contextlens.metrics.base import Metric, Services
+from contextlens.metrics.registry import MetricInfo, metric
+from contextlens.metrics.registry import get as get_metric
+from contextlens.metrics.registry import registered as list_metrics
+from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.retriever import JsonlRetriever, Retriever
-from contextlens.runner import EvalRun, ItemResult, MetricSummary, aevaluate, evaluate
-from contextlens.schemas import (
-    Batch,
-    ContextInteraction,
-    ContextMetric,
-    Dataset,
-    MetricResult,
-    ModelTestCase,
-    ScoreResult,
-)
+from contextlens.runner import aevaluate, evaluate
+from contextlens.schemas import Batch, Dataset, MetricResult, ModelTestCase
 from contextlens.stats import BayesianMode, Estimate, FrequentistMode, StatisticalMode
 from contextlens.store import RunStore
 
@@ -37,10 +34,12 @@ __all__ = [
     "ContextPrecision",
     "ContextSimilarityEvaluator",
     "ContextualRelevancyMetric",
+    "ContextualRelevancyTemplate",
     "Dataset",
     "Estimate",
     "EvalRun",
     "FrequentistMode",
+    "HuggingFaceEmbedding",
     "InputError",
     "ItemResult",
     "JsonlRetriever",
@@ -48,14 +47,17 @@ __all__ = [
     "JudgeError",
     "Judgement",
     "LLMJudge",
+    "Metric",
     "MetricComparison",
     "MetricComputationError",
+    "MetricInfo",
     "MetricResult",
     "MetricSummary",
     "ModelTestCase",
     "Retriever",
     "RunStore",
     "ScoreResult",
+    "Services",
     "StatisticalMode",
     "__version__",
     "acalibrate",
@@ -63,5 +65,8 @@ __all__ = [
     "calibrate",
     "compare",
     "evaluate",
+    "get_metric",
+    "list_metrics",
+    "metric",
     "resolve_judge",
 ]

@@ -32,7 +32,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from contextlens.errors import InputError
-from contextlens.metrics.base import DEFAULT_PASS, metric_threshold
+from contextlens.metrics.base import Metric, pass_mark
+from contextlens.runner import aevaluate, as_metric
+from contextlens.schemas import Batch, Dataset, ModelTestCase
 from contextlens.sync import run_sync
 
 __all__ = [
@@ -53,7 +55,6 @@ __all__ = [
     "spearman",
 ]
 
-METRICS = ("context", "contextual-relevancy", "context-precision", "context-similarity")
 _BOOT_CHUNK = 200
 
 
@@ -448,60 +449,32 @@ def read_labelled(
     return rows
 
 
-def _metric(metric: Any) -> Any:
-    if not isinstance(metric, str):
-        return metric
-    if metric == "context":
-        from contextlens.metrics.context import Context
-        from contextlens.stats import BayesianMode
-
-        return Context(BayesianMode())
-    if metric == "contextual-relevancy":
-        from contextlens.metrics.contextual_relevancy import ContextualRelevancyMetric
-
-        return ContextualRelevancyMetric()
-    if metric == "context-precision":
-        from contextlens.metrics.context_precision import ContextPrecision
-
-        return ContextPrecision()
-    if metric == "context-similarity":
-        from contextlens.metrics.context_similarity import ContextSimilarityEvaluator
-
-        return ContextSimilarityEvaluator()
-    raise ValueError(f"unknown metric {metric!r}; choose from {', '.join(METRICS)}")
-
-
-def _case(row: Mapping[str, Any], metric: Any) -> Any:
-    from contextlens.schemas import Batch, Dataset, ModelTestCase
-
+def _case(row: Mapping[str, Any], metric: Metric[Any]) -> Any:
+    """The case a labelled row stands for, in the shape the metric takes: a session of one
+    interaction (context = the joined contexts), a test case, or the metric's own pydantic
+    case type validated from the row."""
     question = str(row.get("question") or row.get("input") or "")
     answer = str(row.get("answer") or row.get("actual_output") or "")
     contexts = _as_list(row.get("contexts", row.get("retrieval_context")))
-    if getattr(metric, "case_type", None) is Dataset:
+    kind = metric.case_type
+    if issubclass(kind, Dataset):
         return Dataset(
             session_id=row["id"],
             assistant_id="calibration",
             context="\n".join(contexts),
             conversation=[Batch(qa_id="1", query=question, assistant=answer)],
         )
-    if type(metric).__name__ == "ContextPrecision":
+    if issubclass(kind, ModelTestCase):
         return ModelTestCase(
-            name=row["id"],
-            input=question,
-            actual_output=answer,
-            expected_output="",
-            context=contexts,
+            name=row["id"], input=question, actual_output=answer, retrieval_context=contexts
         )
-    return ModelTestCase(
-        name=row["id"], input=question, actual_output=answer, retrieval_context=contexts
-    )
+    if issubclass(kind, BaseModel):
+        return kind.model_validate(dict(row))
+    raise InputError(f"calibrate cannot build a {kind.__name__} case from a labelled row")
 
 
-def _threshold(metric: Any, threshold: float | None) -> float:
-    if threshold is not None:
-        return float(threshold)
-    own = metric_threshold(metric)
-    return DEFAULT_PASS if own is None else own
+def _threshold(metric: Metric[Any], threshold: float | None) -> float:
+    return float(threshold) if threshold is not None else pass_mark(metric)
 
 
 def _none(value: float) -> float | None:
@@ -554,11 +527,9 @@ async def acalibrate(
     note: str | None = None,
 ) -> CalibrationReport:
     """Score a labelled file with ``metric`` and measure agreement; see :func:`calibrate`."""
-    from contextlens.runner import aevaluate
-
     t0 = time.perf_counter()
     rows = read_labelled(data)
-    metric_obj = _metric(metric)
+    metric_obj = as_metric(metric)
     cases = [_case(r, metric_obj) for r in rows]
     run = await aevaluate(
         cases,
@@ -598,7 +569,7 @@ async def acalibrate(
     thr = _threshold(metric_obj, threshold)
     report = CalibrationReport(
         data=str(data) if isinstance(data, (str, Path)) else "(rows)",
-        metric=str(getattr(metric_obj, "name", metric)),
+        metric=metric_obj.name,
         judge=run.judge,
         n_rows=len(rows),
         n=len(used),
@@ -656,10 +627,11 @@ def calibrate(
     """Measure how well ``metric`` agrees with the human labels in ``data``.
 
     ``data``: a labelled JSONL/CSV/Parquet file (``id, question, contexts, answer, label,
-    meta``) or an iterable of such dicts. ``metric``: ``"context"`` (each item becomes a
-    one-interaction session: context = the joined contexts, query = question, assistant =
-    answer), ``"contextual-relevancy"``, ``"context-precision"``, ``"context-similarity"``,
-    or a metric object. ``judge``: as :func:`contextlens.evaluate` takes it (None: offline).
+    meta``) or an iterable of such dicts. ``metric``: a registered name (``"context"``: each
+    item becomes a one-interaction session, context = the joined contexts, query =
+    question, assistant = answer; ``"contextual-relevancy"``, ``"context-precision"``,
+    ``"context-similarity"``; see :func:`contextlens.list_metrics`) or a metric object.
+    ``judge``: as :func:`contextlens.evaluate` takes it (None: offline).
     ``by``: a dotted key such as ``"meta.domain"`` for a per-slice breakdown.
     ``threshold``: where to measure balanced accuracy and F1 (default: the metric's own, else
     0.5). Items the metric fails on are counted in ``n_failed`` and excluded.

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contextlens.errors import ContextLensError, InputError
+from contextlens.schemas import Dataset, ModelTestCase
 
 app = typer.Typer(
     help="Measure how well an LLM assistant or a RAG pipeline uses its context.",
@@ -27,7 +28,6 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
 
-METRIC_NAMES = ("context", "contextual-relevancy", "context-precision", "context-similarity")
 _KNOWN_PREFIXES = ("offline", "openai:", "litellm:", "http://", "https://")
 
 
@@ -36,22 +36,13 @@ class UsageProblem(ContextLensError):
 
 
 def build_metric(name: str) -> Any:
-    """The metric object a CLI name stands for."""
-    from contextlens.metrics.context import Context
-    from contextlens.metrics.context_precision import ContextPrecision
-    from contextlens.metrics.context_similarity import ContextSimilarityEvaluator
-    from contextlens.metrics.contextual_relevancy import ContextualRelevancyMetric
-    from contextlens.stats import BayesianMode
+    """The registered metric a CLI name stands for, with its defaults."""
+    from contextlens.metrics import registry
 
-    factories = {
-        "context": lambda: Context(BayesianMode()),
-        "contextual-relevancy": ContextualRelevancyMetric,
-        "context-precision": ContextPrecision,
-        "context-similarity": ContextSimilarityEvaluator,
-    }
-    if name not in factories:
-        raise UsageProblem(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
-    return factories[name]()
+    try:
+        return registry.create(name)
+    except registry.UnknownMetricError as exc:
+        raise UsageProblem(str(exc)) from None
 
 
 def load_object(spec: str) -> Any:
@@ -88,8 +79,9 @@ def parse_thresholds(items: list[str]) -> dict[str, float]:
 
 def summary_table(run: Any) -> Table:
     """Per metric: mean, interval, n, failures, calls, tokens, cost; the run time below."""
-    table = Table(title=f"contextlens run {run.run_id} ({run.judge})", title_justify="left")
-    for col in ("metric", "mean", "interval", "n", "failed", "calls", "tokens", "cost", "time"):
+    table = Table(title=f"contextlens run {run.run_id}", title_justify="left")
+    columns = ("metric", "judge", "mean", "interval", "n", "failed", "calls", "tokens", "cost")
+    for col in (*columns, "time"):
         table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
     for s in run.summaries.values():
         acc = s.accounting or {}
@@ -98,6 +90,7 @@ def summary_table(run: Any) -> Table:
         priced = cost is not None and not acc.get("unpriced_calls")
         table.add_row(
             s.metric,
+            s.judge or run.judge,
             f"{s.mean:.3f}" if s.mean is not None else "-",
             interval,
             str(s.n),
@@ -140,7 +133,10 @@ def _summary_for(run: Any, name: str) -> Any:
 @app.command()
 def run(
     data: Annotated[Path, typer.Argument(help="JSONL, CSV or Parquet file of cases")],
-    metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric(s) to run")] = [],  # noqa: B006
+    metric: Annotated[
+        list[str],
+        typer.Option("--metric", "-m", help="metric(s) to run; `contextlens schema` lists them"),
+    ] = [],  # noqa: B006
     judge: Annotated[
         str | None,
         typer.Option(
@@ -151,7 +147,9 @@ def run(
     embedder: Annotated[
         str | None, typer.Option(help="minilm (default) or module:attr of an embeddings object")
     ] = None,
-    concurrency: Annotated[int, typer.Option(help="judge calls in flight at most")] = 16,
+    concurrency: Annotated[
+        int | None, typer.Option(help="judge calls in flight at most, per backend [default: 16]")
+    ] = None,
     repeats: Annotated[int, typer.Option(help="ask the judge K times per item")] = 1,
     out_dir: Annotated[Path, typer.Option("--out", help="folder for the results")] = Path(
         "contextlens-out"
@@ -181,12 +179,11 @@ def run(
     judge_obj = judge_from_spec(judge)
     embedder_obj = load_object(embedder) if embedder and embedder != "minilm" else None
     kind, cases = load_cases(data)
-    wanted = "sessions" if kind == "sessions" else "test_cases"
+    holds = Dataset if kind == "sessions" else ModelTestCase
     for name, m in zip(names, metrics, strict=True):
-        takes = "sessions" if m.case_type.__name__ == "Dataset" else "test_cases"
-        if takes != wanted:
+        if not issubclass(holds, m.case_type):
             raise InputError(
-                f"metric {name!r} needs {takes.replace('_', ' ')}, but the file holds "
+                f"metric {name!r} takes {_kind(m.case_type)}, but the file holds "
                 f"{kind.replace('_', ' ')} (see `contextlens schema`)",
                 file=str(data),
             )
@@ -221,6 +218,14 @@ def run(
         err.print(f"[red]threshold missed[/red] {line}")
     if missed:
         raise typer.Exit(1)
+
+
+def _kind(case_type: type) -> str:
+    if issubclass(case_type, Dataset):
+        return "sessions"
+    if issubclass(case_type, ModelTestCase):
+        return "test cases"
+    return case_type.__name__
 
 
 def _finish(
@@ -261,28 +266,34 @@ def demo(
     for item in result.iter_results():
         out.print(f"[bold]{item.case_id}[/bold]  context awareness {item.score:.2f}")
         for inter in item.details["interactions"]:
-            passed = inter["context_awareness"] >= DEFAULT_PASS
+            passed = inter["score"] >= DEFAULT_PASS
             mark = "[green]PASS[/green]" if passed else "[red]FAIL[/red]"
-            out.print(
-                f"  {inter['qa_id']} {mark} {inter['context_awareness']:.2f}  {inter['reason']}"
-            )
+            out.print(f"  {inter['qa_id']} {mark} {inter['score']:.2f}  {inter['reason']}")
     _finish(result, out_dir, None, True, config={"demo": True}, data=data)
 
 
 @app.command()
 def schema() -> None:
-    """The columns each input file takes."""
+    """The metrics, what each takes, and the columns of each kind of input file."""
     from contextlens.loaders import CASE_COLUMNS, SESSION_COLUMNS
+    from contextlens.metrics import registry
+
+    metrics = Table(title="Metrics (-m NAME)", title_justify="left")
+    for col in ("metric", "takes", "reads", "what it measures"):
+        metrics.add_column(col)
+    for info in registry.registered().values():
+        metrics.add_row(
+            info.name, _kind(info.case_type), ", ".join(info.reads) or "-", info.description
+        )
+    out.print(metrics)
 
     for title, columns in (
         (
-            "Sessions (metric: context) — JSONL objects with a `conversation` list, or one "
-            "interaction per row:",
+            "Sessions — JSONL objects with a `conversation` list, or one interaction per row:",
             SESSION_COLUMNS,
         ),
         (
-            "Test cases (contextual-relevancy, context-precision, context-similarity) — one "
-            "case per row:",
+            "Test cases — one case per row:",
             CASE_COLUMNS,
         ),
     ):
@@ -380,18 +391,18 @@ def calibrate(
     out_dir: Annotated[
         Path, typer.Option("--out", help="folder for calibration.html and calibration.json")
     ] = Path("contextlens-out"),
-    concurrency: Annotated[int, typer.Option(help="judge calls in flight at most")] = 16,
+    concurrency: Annotated[
+        int | None, typer.Option(help="judge calls in flight at most, per backend [default: 16]")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
     """How well a metric agrees with human labels: AUROC, accuracy, calibration, slices."""
     from contextlens.calibration import calibrate as run_calibration
     from contextlens.report.calibration_html import write_calibration_report
 
-    if metric not in METRIC_NAMES:
-        raise UsageProblem(f"unknown metric {metric!r}; choose from {', '.join(METRIC_NAMES)}")
     report = run_calibration(
         data,
-        metric,
+        build_metric(metric),
         judge_from_spec(judge),
         by=by,
         threshold=threshold,

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from contextlens.runner import EvalRun, ItemResult
+from contextlens.results import EvalRun, ItemResult
 from contextlens.stats import BayesianMode, bayesian_bootstrap_means
 
 __all__ = ["BETTER_AT", "Comparison", "MetricComparison", "PairedDiff", "compare"]

@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from contextlens.metrics.base import metric_threshold
-from contextlens.runner import EvalRun, ItemResult, MetricSummary, aevaluate
+from contextlens.metrics.base import own_threshold
+from contextlens.results import EvalRun, ItemResult, MetricSummary
+from contextlens.runner import aevaluate, as_metric
 from contextlens.stats import BayesianMode
 from contextlens.sync import run_sync
 
@@ -83,10 +84,20 @@ def _current() -> _Collector | None:
 # --------------------------------------------------------------------------- assertions
 
 
-def _threshold(metric: Any, thresholds: Mapping[str, float] | None) -> float | None:
-    if thresholds and metric.name in thresholds:
-        return float(thresholds[metric.name])
-    return metric_threshold(metric)
+def _key(name: str) -> str:
+    """Names compare alike with - or _ (``context-precision`` is ``context_precision``)."""
+    return name.replace("-", "_")
+
+
+def _threshold(given: Any, thresholds: Mapping[str, float] | None) -> float | None:
+    """``thresholds[name]``, else the threshold of the object given (a seed class may carry
+    one), else its metric's own."""
+    metric = as_metric(given)
+    named = {_key(k): v for k, v in (thresholds or {}).items()}
+    if _key(metric.name) in named:
+        return float(named[_key(metric.name)])
+    own = own_threshold(given)
+    return own if own is not None else own_threshold(metric)
 
 
 def _judged(
@@ -96,10 +107,12 @@ def _judged(
     by_metric = {item.metric: item for item in run.iter_results()}
     items: list[ItemResult] = []
     problems: list[str] = []
-    unknown = set(thresholds or {}) - {m.name for m in metrics}
+    known = {_key(as_metric(m).name) for m in metrics}
+    unknown = {k for k in thresholds or {} if _key(k) not in known}
     if unknown:
         problems.append(f"thresholds name no metric given: {sorted(unknown)}")
-    for metric in metrics:
+    for given in metrics:
+        metric = as_metric(given)
         item = by_metric.get(metric.name)
         if item is None:
             problems.append(
@@ -107,7 +120,7 @@ def _judged(
                 f"(it takes a {getattr(metric.case_type, '__name__', metric.case_type)})"
             )
             continue
-        threshold = _threshold(metric, thresholds)
+        threshold = _threshold(given, thresholds)
         if item.failed:
             problems.append(f"{metric.name}: failed (no score): {item.error}")
         elif threshold is not None and item.score is not None:
@@ -130,12 +143,12 @@ def _judged(
 def _prepare(test_case: Any, metrics: Sequence[Any]) -> tuple[Any, list[Any], str]:
     if not metrics:
         raise ValueError("assert_context needs at least one metric")
-    metrics = list(metrics)
+    given = [as_metric(m) if isinstance(m, str) else m for m in metrics]
     collector = _current()
     prefix = collector.case_prefix() if collector else "case"
     name = getattr(test_case, "session_id", None) or getattr(test_case, "name", None)
     case_id = f"{prefix} [{name}]" if name else prefix
-    return test_case, metrics, case_id
+    return test_case, given, case_id
 
 
 def _finish(
@@ -171,9 +184,10 @@ def assert_context(
     """Evaluate one case (a ``ModelTestCase`` or a ``Dataset`` session) with ``metrics`` and
     fail the test when any metric failed or scored below its threshold.
 
-    The threshold of a metric is ``thresholds[metric.name]``, else its ``threshold`` (DeepEval
-    style) or ``score_threshold`` attribute; a metric with none fails only when its result
-    failed or says ``success=False``. ``judge``, ``embedder`` and ``cache`` go to
+    ``metrics`` are registered names (``"context-precision"``), metric objects or the seed
+    metric classes. The threshold of a metric is ``thresholds[name]`` (``-`` and ``_`` alike),
+    else its own ``threshold``; a metric with none fails only when its result failed or
+    says ``success=False``. ``judge``, ``embedder`` and ``cache`` go to
     :func:`contextlens.runner.aevaluate`. Returns the item results (``success`` set against
     the thresholds); they are also collected for ``--contextlens-report``.
     """

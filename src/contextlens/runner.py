@@ -13,7 +13,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,89 +21,94 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
+from contextlens.embeddings.adapters import as_embedder
+from contextlens.embeddings.base import Embedder
+from contextlens.embeddings.cached import CachedEmbedder
 from contextlens.engine.accounting import Ledger, attribute
-from contextlens.engine.cache import open_cache
+from contextlens.engine.cache import Cache, NullCache, current_repeat, open_cache
+from contextlens.engine.limiter import DEFAULT_LIMIT
 from contextlens.errors import InputError
 from contextlens.judges.base import Judge
+from contextlens.judges.llm import LLMJudge
 from contextlens.judges.resolve import resolve_judge
-from contextlens.metrics.base import Services, current_repeat
+from contextlens.metrics import registry
+from contextlens.metrics.base import Metric, Services, own_embedder, own_judge, uses_judge
+from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.retriever import input_error
-from contextlens.schemas import ContextMetric, Dataset, MetricResult, ModelTestCase
+from contextlens.schemas import Dataset, MetricResult, ModelTestCase
 from contextlens.stats import BayesianMode, StatisticalMode, repeated_interval
 from contextlens.sync import run_sync
+
+__all__ = ["EvalRun", "ItemResult", "MetricSummary", "aevaluate", "as_metric", "evaluate"]
 
 Case = Dataset | ModelTestCase
 
 
-class ItemResult(BaseModel):
-    """One metric's verdict on one case (the mean over repeats when ``repeats > 1``)."""
+def as_metric(obj: Any) -> Metric[Any]:
+    """The metric ``obj`` stands for: a registered name, a metric, or a seed-style facade
+    (its ``metric`` attribute is the metric it wraps)."""
+    if isinstance(obj, str):
+        return registry.create(obj)
+    inner = getattr(obj, "metric", None)
+    if isinstance(inner, Metric):
+        return inner
+    if isinstance(obj, Metric):
+        return obj
+    raise TypeError(
+        f"not a metric: {obj!r}; pass a metric name ({', '.join(registry.names())}), a "
+        "metric object or one of the seed metric classes"
+    )
 
-    case_id: str
-    metric: str
-    score: float | None
-    reason: str | None = None
-    error: str | None = None
-    success: bool | None = None
-    repeats: list[float | None] | None = None
-    spread: float | None = None
-    details: dict[str, Any] = Field(default_factory=dict)
+
+@dataclass(frozen=True)
+class _Bound:
+    """A metric with the services it runs on."""
+
+    metric: Metric[Any]
+    services: Services
 
     @property
-    def failed(self) -> bool:
-        return self.error is not None
+    def judge_name(self) -> str | None:
+        """The judge the metric used: its name, ``offline``, or None when it asks none."""
+        if self.services.judge is not None:
+            return self.services.judge.name
+        return "offline" if uses_judge(self.metric) else None
 
 
-class MetricSummary(BaseModel):
-    """Aggregate of one metric over the run: the scored items' mean and its interval."""
+def _bind(
+    metrics: Sequence[Metric[Any]],
+    judge: Any,
+    embedder: Any,
+    store: Cache | NullCache,
+    max_concurrency: int | None,
+) -> list[_Bound]:
+    """Each metric's services: its own judge and embedder if it has them, else the run's."""
 
-    metric: str
-    n: int
-    n_scored: int
-    n_failed: int
-    mean: float | None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    ci_level: float | None = None
-    judge_spread: float | None = None
-    seconds: float = 0.0
-    accounting: dict[str, Any] = Field(default_factory=dict)
+    def judge_for(choice: Any) -> Judge | None:
+        return resolve_judge(choice, max_concurrency=max_concurrency, cache=store)
 
+    def embedder_for(choice: Any) -> Embedder:
+        return CachedEmbedder(as_embedder(choice), store)
 
-class EvalRun(BaseModel):
-    """What :func:`evaluate` returns: summaries, accounting, and the per-item results."""
-
-    run_id: str
-    started_at: str
-    duration_s: float
-    judge: str
-    embedder: str
-    repeats: int
-    summaries: dict[str, MetricSummary]
-    accounting: dict[str, Any]
-    out_dir: str | None = None
-    results: list[ItemResult] = Field(default_factory=list)
-
-    def iter_results(self) -> Iterator[ItemResult]:
-        """Every item result: from memory, or streamed back from ``results.jsonl``."""
-        if self.results or self.out_dir is None:
-            yield from self.results
-            return
-        with open(Path(self.out_dir) / "results.jsonl", encoding="utf-8") as handle:
-            for line in handle:
-                yield ItemResult.model_validate_json(line)
-
-    def failures(self) -> list[ItemResult]:
-        return [r for r in self.iter_results() if r.failed]
-
-    def to_pandas(self) -> Any:
-        """The per-item results as a pandas DataFrame (needs pandas)."""
-        try:
-            import pandas as pd
-        except ImportError as exc:
-            raise ImportError("to_pandas() needs pandas: pip install pandas") from exc
-        return pd.DataFrame([r.model_dump(exclude={"details"}) for r in self.iter_results()])
+    run_judge = judge_for(judge)
+    run_embedder = embedder_for(embedder)
+    bound = []
+    for metric in metrics:
+        own = own_judge(metric)
+        own_emb = own_embedder(metric)
+        judge_obj = run_judge if own is None else judge_for(own)
+        bound.append(
+            _Bound(
+                metric,
+                Services(
+                    judge=judge_obj if uses_judge(metric) else None,
+                    embedder=run_embedder if own_emb is None else embedder_for(own_emb),
+                ),
+            )
+        )
+    return bound
 
 
 @dataclass
@@ -137,40 +142,29 @@ def _case_id(case: Case, index: int) -> str:
     return case.name or f"case-{index:06d}"
 
 
-def _item(case_id: str, metric: str, result: Any) -> ItemResult:
-    if isinstance(result, ContextMetric):
-        scored = result.n_interactions - result.n_failed
-        error = None if scored else f"all {result.n_interactions} interactions failed"
-        return ItemResult(
-            case_id=case_id,
-            metric=metric,
-            score=result.context_awareness,
-            error=error,
-            details={
-                "n_interactions": result.n_interactions,
-                "n_failed": result.n_failed,
-                "interactions": [i.model_dump() for i in result.interactions],
-            },
-            reason=None if error else _context_reason(result),
-        )
-    assert isinstance(result, MetricResult)
+def _item(case_id: str, judge: str | None, result: MetricResult) -> ItemResult:
     return ItemResult(
         case_id=case_id,
-        metric=metric,
+        metric=result.metric,
         score=result.score,
         reason=result.reason,
         error=result.error,
         success=result.success,
+        judge=judge,
         details=result.details,
     )
 
 
-def _context_reason(result: ContextMetric) -> str:
-    worst = min(
-        (i for i in result.interactions if not i.failed),
-        key=lambda i: i.context_awareness or 0.0,
+def _failed_item(case_id: str, metric: str, judge: str | None, exc: BaseException) -> ItemResult:
+    item = ItemResult(
+        case_id=case_id,
+        metric=metric,
+        score=None,
+        error=f"{type(exc).__name__}: {exc}",
+        judge=judge,
     )
-    return f"lowest interaction {worst.qa_id} ({worst.context_awareness:.2f}): {worst.reason}"
+    item._exception = exc.with_traceback(None)
+    return item
 
 
 def _merge_repeats(items: list[ItemResult]) -> ItemResult:
@@ -253,7 +247,7 @@ async def aevaluate(
     *,
     judge: Any = None,
     embedder: Any = None,
-    max_concurrency: int = 16,
+    max_concurrency: int | None = None,
     cache: Any = True,
     repeats: int = 1,
     out: str | Path | None = None,
@@ -266,56 +260,40 @@ async def aevaluate(
         raise ValueError("no metrics given")
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    names = [m.name for m in metrics]
+    if max_concurrency is not None and max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+    cores = [as_metric(m) for m in metrics]
+    names = [m.name for m in cores]
     if len(set(names)) != len(names):
         raise ValueError(f"two metrics share a name: {names}")
     store = open_cache(cache)
-    judge_obj: Judge | None = resolve_judge(judge, max_concurrency=max_concurrency, cache=store)
-    services = _services(judge_obj, embedder, store)
-    repeats_eff = repeats if judge_obj is not None else 1
+    bound = _bind(cores, judge, embedder, store, max_concurrency)
+    judged = [b for b in bound if b.services.judge is not None]
+    repeats_eff = repeats if judged else 1
     mode = statistical_mode or BayesianMode()
     out_dir = Path(out) if out is not None else None
     keep = keep_results if keep_results is not None else out_dir is None
     ledger = Ledger()
     sink = _Sink(out_dir)
     tallies = {name: _Tally() for name in names}
-    kept: list[ItemResult] = []
+    kept: list[tuple[int, ItemResult]] = []
     total = len(cases) if hasattr(cases, "__len__") else None  # type: ignore[arg-type]
     bar = _progress(progress, total)
     started, t0 = datetime.now(timezone.utc), time.perf_counter()
 
-    async def one_metric(metric: Any, case: Case, case_id: str) -> ItemResult:
+    async def one_metric(b: _Bound, case: Case, case_id: str) -> ItemResult:
         start = time.perf_counter()
         try:
-            return await _one_metric(metric, case, case_id)
+            runs = repeats_eff if b.services.judge is not None else 1
+            items = [await _score(b, case, case_id, r, ledger) for r in range(runs)]
+            return _merge_repeats(items)
         finally:
-            tallies[metric.name].seconds += time.perf_counter() - start
-
-    async def _one_metric(metric: Any, case: Case, case_id: str) -> ItemResult:
-        items = []
-        for r in range(repeats_eff):
-            token = current_repeat.set(r)
-            try:
-                with attribute(ledger, metric.name):
-                    result = await metric.compute(case, services)
-                items.append(_item(case_id, metric.name, result))
-            except Exception as exc:  # a failed item is recorded, never lost
-                items.append(
-                    ItemResult(
-                        case_id=case_id,
-                        metric=metric.name,
-                        score=None,
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
-                )
-            finally:
-                current_repeat.reset(token)
-        return _merge_repeats(items)
+            tallies[b.metric.name].seconds += time.perf_counter() - start
 
     async def one_case(case: Case, index: int) -> None:
         case_id = _case_id(case, index)
-        applicable = [m for m in metrics if isinstance(case, m.case_type)]
-        done = await asyncio.gather(*(one_metric(m, case, case_id) for m in applicable))
+        applicable = [b for b in bound if isinstance(case, b.metric.case_type)]
+        done = await asyncio.gather(*(one_metric(b, case, case_id) for b in applicable))
         for item in done:
             sink.write(item)
             tally = tallies[item.metric]
@@ -323,19 +301,13 @@ async def aevaluate(
             tally.failed += item.failed
             tally.scores.append(item.repeats if item.repeats else [item.score])
             if keep:
-                kept.append(item)
+                kept.append((index, item))
         if bar is not None:
             elapsed = time.perf_counter() - t0
             finished = bar.tasks[0].completed + 1
             bar.update(bar.task_ids[0], advance=1, rate=f"{finished / max(elapsed, 1e-9):.1f}/s")
 
-    # Cases in flight: twice the judge calls allowed; offline with an embedder that batches
-    # concurrent calls, enough to make its batches large (small ones pad more and cost more
-    # per run).
-    batching = getattr(services.embedder, "batches_concurrent_calls", False)
-    window = asyncio.Semaphore(
-        OFFLINE_CASES_IN_FLIGHT if judge_obj is None and batching else max(8, 2 * max_concurrency)
-    )
+    window = asyncio.Semaphore(_cases_in_flight(bound))
     tasks: set[asyncio.Task[None]] = set()
 
     async def guarded(case: Case, index: int) -> None:
@@ -361,18 +333,24 @@ async def aevaluate(
     finally:
         sink.close()
 
-    summaries = {name: _summary(name, tallies[name], mode, ledger) for name in names}
+    judges = [b.judge_name for b in bound if b.judge_name is not None]
+    summaries = {
+        b.metric.name: _summary(b.metric.name, tallies[b.metric.name], mode, ledger).model_copy(
+            update={"judge": b.judge_name}
+        )
+        for b in bound
+    }
     run = EvalRun(
         run_id=uuid.uuid4().hex[:12],
         started_at=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),
-        judge=judge_obj.name if judge_obj else "offline",
-        embedder=getattr(services.embedder, "name", type(services.embedder).__name__),
+        judge=", ".join(dict.fromkeys(judges)) or "offline",
+        embedder=", ".join(dict.fromkeys(b.services.embedder.name for b in bound)),
         repeats=repeats_eff,
         summaries=summaries,
         accounting=ledger.to_dict(),
         out_dir=str(out_dir) if out_dir else None,
-        results=kept,
+        results=[item for _, item in sorted(kept, key=lambda pair: pair[0])],
     )
     if out_dir is not None:
         (out_dir / "summary.json").write_text(
@@ -381,11 +359,35 @@ async def aevaluate(
     return run
 
 
-def _services(judge: Judge | None, embedder: Any, store: Any) -> Services:
-    from contextlens.embeddings.adapters import as_embedder
-    from contextlens.embeddings.cached import CachedEmbedder
+async def _score(b: _Bound, case: Case, case_id: str, repeat: int, ledger: Ledger) -> ItemResult:
+    """One metric on one case (one repeat): its result, or a failed item with the reason."""
+    token = current_repeat.set(repeat)
+    try:
+        with attribute(ledger, b.metric.name):
+            result = await b.metric.score(case, b.services)
+        return _item(case_id, b.judge_name, result)
+    except Exception as exc:  # a failed item is recorded, never lost
+        return _failed_item(case_id, b.metric.name, b.judge_name, exc)
+    finally:
+        current_repeat.reset(token)
 
-    return Services(judge=judge, embedder=CachedEmbedder(as_embedder(embedder), store))
+
+def _cases_in_flight(bound: Sequence[_Bound]) -> int:
+    """Cases scored at once: twice the judge calls allowed; offline with an embedder that
+    batches concurrent calls, enough to make its batches large (small ones pad more and
+    cost more per run)."""
+    limits = [
+        b.services.judge.limiter.max_limit
+        if isinstance(b.services.judge, LLMJudge)
+        else DEFAULT_LIMIT
+        for b in bound
+        if b.services.judge is not None
+    ]
+    if not limits and all(
+        getattr(b.services.embedder, "batches_concurrent_calls", False) for b in bound
+    ):
+        return OFFLINE_CASES_IN_FLIGHT
+    return max(8, 2 * max(limits, default=DEFAULT_LIMIT))
 
 
 def _summary(name: str, tally: _Tally, mode: StatisticalMode, ledger: Ledger) -> MetricSummary:
@@ -441,7 +443,7 @@ def evaluate(
     *,
     judge: Any = None,
     embedder: Any = None,
-    max_concurrency: int = 16,
+    max_concurrency: int | None = None,
     cache: Any = True,
     repeats: int = 1,
     out: str | Path | None = None,
@@ -449,15 +451,20 @@ def evaluate(
     progress: bool | None = None,
     keep_results: bool | None = None,
 ) -> EvalRun:
-    """Evaluate ``cases`` (sessions for ``Context``, test cases for the others) with
+    """Evaluate ``cases`` (sessions for ``context``, test cases for the others) with
     ``metrics`` and return an :class:`EvalRun`.
 
-    ``judge``: a Judge, a LangChain chat model or a spec string (``"offline"``,
-    ``"openai:MODEL"``, ``"http://HOST:PORT/v1#MODEL"``, ``"litellm:PROVIDER/MODEL"``);
-    None is offline. ``max_concurrency`` bounds judge calls in flight per backend.
-    ``cache``: True (the user cache folder), False, or a path. ``repeats``: judge each item
-    ``k`` times and fold the judge's own spread into the interval. ``out``: a folder for
-    ``results.jsonl`` (written as results come) and ``summary.json``.
+    ``metrics``: registered names (``"context-precision"``), metric objects, or the seed
+    metric classes (``ContextPrecision(model=...)``). ``judge``: the judge of every metric
+    that has none of its own (a metric's own ``model=`` / ``judge=`` wins): a Judge, a
+    ChatBackend, a LangChain chat model or a spec string (``"offline"``, ``"openai:MODEL"``,
+    ``"http://HOST:PORT/v1#MODEL"``, ``"litellm:PROVIDER/MODEL"``); None is offline. Each
+    summary records the judge its metric used. ``embedder``: the same for the embedder.
+    ``max_concurrency`` sets the bound on judge calls in flight per backend (None keeps the
+    backend's, 16 for a new one). ``cache``: True (the user cache folder), False, or a
+    path. ``repeats``: judge each item ``k`` times and fold the judge's own spread into the
+    interval. ``out``: a folder for ``results.jsonl`` (written as results come) and
+    ``summary.json``.
     """
     return run_sync(
         aevaluate(

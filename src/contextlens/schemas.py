@@ -1,11 +1,10 @@
-"""Data shapes shared by everything: sessions in, per-session results out."""
+"""Data shapes shared by everything: the cases metrics score and the result they return."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 
 class Batch(BaseModel):
@@ -41,45 +40,6 @@ class Dataset(BaseModel):
         return self
 
 
-class ContextInteraction(BaseModel):
-    """The context-awareness verdict on one interaction.
-
-    ``context_awareness`` is None exactly when ``error`` is set: a failed interaction is
-    recorded with its reason and left out of the session mean, never scored 0.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    qa_id: str
-    context_awareness: float | None
-    reason: str | None = None
-    error: str | None = None
-    weight: float | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
-
-
-class ContextMetric(BaseModel):
-    """Context awareness of one session: weighted mean of its scored interactions.
-
-    ``n_interactions`` counts every interaction of the session; ``n_failed`` those that
-    could not be scored. The mean and its interval are over the scored ones; with none
-    scored they are None.
-    """
-
-    session_id: str
-    assistant_id: str
-    n_interactions: int
-    n_failed: int = 0
-    context_awareness: float | None
-    context_awareness_ci_low: float | None = None
-    context_awareness_ci_high: float | None = None
-    interactions: list[ContextInteraction]
-    judge: str = "offline"
-
-
 class ModelTestCase(BaseModel):
     """One RAG test case (agensight / DeepEval shape); ``name`` identifies it in results."""
 
@@ -91,23 +51,8 @@ class ModelTestCase(BaseModel):
     name: str | None = None
 
 
-@dataclass
-class ScoreResult:
-    """A metric's score for one item (Opik's shape).
-
-    ``scoring_failed`` is True when no score could be computed; ``value`` is then NaN and
-    ``metadata["error"]`` says why. Aggregations must count such results as failures.
-    """
-
-    name: str
-    value: float
-    reason: str | None = None
-    metadata: dict[str, Any] | None = None
-    scoring_failed: bool = False
-
-
 class MetricResult(BaseModel):
-    """One metric's verdict on one test case, as every metric's ``compute`` returns it.
+    """One metric's verdict on one case, as every metric's ``score`` returns it.
 
     ``score`` is None exactly when ``error`` is set: a failed item is kept with its reason
     and counted, never scored 0.

@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from contextlens.engine.sqlite import Closing, SQLiteFile, connect, file_path
 from contextlens.errors import ContextLensError, InputError
-from contextlens.runner import EvalRun, ItemResult, MetricSummary
+from contextlens.results import EvalRun, ItemResult, MetricSummary
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -1,17 +1,29 @@
-"""Run a coroutine from synchronous code, inside or outside a running event loop; keep
-per-loop state for objects that serve several loops over their life."""
+"""Event loops and threads: run a coroutine from synchronous code, keep per-loop state for
+objects that serve several loops over their life, and call objects the user brought.
+
+User objects (a LangChain model, an SDK client, an embeddings object) are used, never owned.
+Their async clients are often bound to the first event loop that used them, and every sync
+call of contextlens runs a loop of its own, so :func:`call_user` calls their blocking method
+in a worker thread, which works from any loop and any thread. An object with only an async
+method is called on one long-lived loop of contextlens (:func:`on_home_loop`), so it too sees
+a single loop whatever loop the caller is on.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import threading
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+#: Worker threads for blocking calls into user objects (made as needed, up to this many).
+USER_CALL_THREADS = 256
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -88,3 +100,68 @@ class PerLoop(Generic[T]):
             for closed in [lp for lp in self._by_loop if lp.is_closed()]:
                 del self._by_loop[closed]
             return self._by_loop.pop(loop, None)
+
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_home: asyncio.AbstractEventLoop | None = None
+
+
+def _user_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(USER_CALL_THREADS, thread_name_prefix="contextlens-call")
+        return _pool
+
+
+async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` in a worker thread, with the caller's context variables.
+
+    Unlike :func:`asyncio.to_thread` the threads are not the loop's default executor (a few
+    per core): a judge with 64 calls in flight gets 64 threads.
+    """
+    ctx = contextvars.copy_context()
+    call = functools.partial(ctx.run, fn, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_user_pool(), call)
+
+
+def home_loop() -> asyncio.AbstractEventLoop:
+    """contextlens's own event loop, running for the life of the process in a daemon thread."""
+    global _home
+    with _pool_lock:
+        if _home is None or _home.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="contextlens-home", daemon=True).start()
+            _home = loop
+        return _home
+
+
+async def on_home_loop(make: Callable[[], Awaitable[T]]) -> T:
+    """Await ``make()`` on :func:`home_loop`; cancelling the caller cancels it there too."""
+    home = home_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:  # pragma: no cover - always called from a coroutine
+        running = None
+    if running is home:
+        return await make()
+
+    async def run() -> T:  # make() is called on the home loop
+        return await make()
+
+    # The task on the home loop runs in a copy of the caller's context variables.
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), home))
+
+
+async def call_user(obj: Any, sync_name: str, async_name: str, *args: Any) -> Any:
+    """Call a user object's ``sync_name`` method in a worker thread when it has one, else
+    await its ``async_name`` method on the home loop. Raises ``TypeError`` when it has
+    neither."""
+    method = getattr(obj, sync_name, None)
+    if callable(method):
+        return await in_thread(method, *args)
+    amethod = getattr(obj, async_name, None)
+    if callable(amethod):
+        return await on_home_loop(lambda: amethod(*args))
+    raise TypeError(f"{type(obj).__name__} has neither {sync_name} nor {async_name}")

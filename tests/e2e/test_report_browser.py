@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from contextlens import Batch, Context, Dataset
-from contextlens.metrics.context_precision import ContextPrecision
+from contextlens import Batch, Context, ContextPrecision, Dataset
 from contextlens.report import write_report
 from contextlens.runner import evaluate
 from contextlens.schemas import ModelTestCase

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from contextlens import BayesianMode, Context
 from contextlens.testing import FakeOpenAIServer
@@ -38,20 +37,19 @@ def test_example_runs_offline_and_flags_the_third_reply():
     assert re.search(r"Context awareness: [0-9.]+  \[[0-9.]+, [0-9.]+\]", out.stdout)
 
 
-def _judge_reply(request: dict) -> str:
+def _judge(prompt: str) -> str:
     """A rule-based stand-in for a judge model: a reply claiming 24/7 contradicts the hours."""
-    prompt = request["messages"][-1]["content"]
     reply = prompt.split("<assistant_reply>")[1].split("</assistant_reply>")[0]
     score, reason = (0.1, "contradicts the support hours") if "24/7" in reply else (0.95, "ok")
     return "```json\n" + json.dumps({"reason": reason, "score": score}) + "\n```"
 
 
-def test_same_example_with_a_langchain_chat_model(techstore):
-    replies = [
-        _judge_reply({"messages": [{"content": f"<assistant_reply>{a}</assistant_reply>"}]})
-        for a in ("Returns within 30 days", "free shipping", "We're open 24/7!")
-    ]
-    model = FakeListChatModel(responses=replies)
+def _judge_reply(request: dict) -> str:
+    return _judge(request["messages"][-1]["content"])
+
+
+def test_same_example_with_a_langchain_chat_model(techstore, rule_model):
+    model = rule_model(_judge)
     [metric] = Context.run(techstore, model=model, statistical_mode=BayesianMode())
     by_id = {i.qa_id: i for i in metric.interactions}
     assert by_id["q3"].context_awareness == 0.1 and by_id["q1"].context_awareness == 0.95

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Sequence
 
@@ -50,6 +51,20 @@ class AsyncLangChain(SyncLangChain):
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         self.async_calls += 1
         return [RAW[t] for t in texts]
+
+
+class AsyncOnlyLangChain:
+    """LangChain-style with only the async method; records the event loop it ran on."""
+
+    def __init__(self) -> None:
+        self.loops: list[object] = []
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.loops.append(asyncio.get_running_loop())
+        return [RAW[t] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return RAW[text]
 
 
 class LlamaBatch:
@@ -124,23 +139,31 @@ async def test_langchain_deterministic_fake() -> None:
     np.testing.assert_allclose(out, _unit(lc.embed_documents(TEXTS)), atol=1e-6)
 
 
-async def test_langchain_prefers_async_and_runs_sync_in_a_thread() -> None:
+async def test_langchain_runs_the_blocking_method_in_a_thread_even_when_async_exists() -> None:
+    # A user's async client is bound to the loop that first used it; the blocking method
+    # serves every loop and thread.
     a = AsyncLangChain()
-    await as_embedder(a).embed(TEXTS)
-    assert a.async_calls == 1 and a.threads == []
-
-    s = SyncLangChain()
-    out = await as_embedder(s).embed(TEXTS)
-    assert s.threads and s.threads[0] != threading.get_ident()
+    out = await as_embedder(a).embed(TEXTS)
+    assert a.async_calls == 0 and a.threads and a.threads[0] != threading.get_ident()
     np.testing.assert_allclose(out, _unit([RAW[t] for t in TEXTS]), atol=1e-6)
 
 
-async def test_llamaindex_batch_prefers_async() -> None:
+def test_an_async_only_model_always_sees_one_loop_whatever_loop_calls_it() -> None:
+    model = AsyncOnlyLangChain()
+    emb = as_embedder(model)
+    for _ in range(3):  # each asyncio.run is a new loop, as each sync call of contextlens is
+        out = asyncio.run(emb.embed(TEXTS))
+        np.testing.assert_allclose(out, _unit([RAW[t] for t in TEXTS]), atol=1e-6)
+    assert len(model.loops) == 3 and len(set(map(id, model.loops))) == 1
+    assert all(loop.is_running() for loop in model.loops)
+
+
+async def test_llamaindex_batch_prefers_the_blocking_batch_method() -> None:
     m = LlamaBatch()
     emb = as_embedder(m)
     assert isinstance(emb, LlamaIndexEmbedder) and emb.name == "llamaindex:LlamaBatch(fake-llama)"
     out = await emb.embed(TEXTS)
-    assert m.calls == ["aget_text_embedding_batch"]
+    assert m.calls == ["get_text_embedding_batch"]
     np.testing.assert_allclose(out, _unit([RAW[t] for t in TEXTS]), atol=1e-6)
 
 

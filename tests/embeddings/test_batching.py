@@ -33,13 +33,18 @@ class Kernel:
                 self.active -= 1
 
 
+def threaded(kernel: Kernel):
+    """The kernel as the coalescer's run: in a worker thread, as the embedders run theirs."""
+    return lambda texts: asyncio.to_thread(kernel, texts)
+
+
 def expected(texts: list[str]) -> np.ndarray:
     return np.array([[float(len(t)), float(ord(t[0]))] for t in texts], np.float32)
 
 
 async def test_concurrent_requests_share_runs_one_at_a_time_and_get_their_own_rows():
     kernel = Kernel()
-    coalescer = Coalescer(kernel)
+    coalescer = Coalescer(threaded(kernel))
     requests = [[f"text {i}", "shared", f"item {i} again"] for i in range(50)]
     outs = await asyncio.gather(*(coalescer.embed(r) for r in requests))
     for request, out in zip(requests, outs, strict=True):
@@ -49,18 +54,34 @@ async def test_concurrent_requests_share_runs_one_at_a_time_and_get_their_own_ro
     assert sum(run.count("shared") for run in kernel.runs) == len(kernel.runs)  # deduplicated
 
 
-async def test_a_run_takes_at_most_max_texts_but_never_splits_a_request():
+async def test_a_batch_takes_at_most_max_texts_and_the_model_never_gets_more():
     kernel = Kernel()
-    coalescer = Coalescer(kernel, max_texts=10)
+    coalescer = Coalescer(threaded(kernel), max_texts=10)
     requests = [[f"{i}-{j}" for j in range(4)] for i in range(6)]
     requests.append([f"big {j}" for j in range(15)])
-    await asyncio.gather(*(coalescer.embed(r) for r in requests))
-    assert [len(run) for run in kernel.runs] == [8, 8, 8, 15]
+    outs = await asyncio.gather(*(coalescer.embed(r) for r in requests))
+    # Requests are batched whole (8 + 8 + 8 texts); the one larger than max_texts is its own
+    # batch, sent to the model 10 texts at a time.
+    assert [len(run) for run in kernel.runs] == [8, 8, 8, 10, 5]
+    for request, out in zip(requests, outs, strict=True):
+        np.testing.assert_array_equal(out, expected(request))
+
+
+async def test_repeated_texts_count_once_and_a_memo_spares_them_across_batches():
+    kernel = Kernel()
+    coalescer = Coalescer(threaded(kernel), max_texts=3, memo=100)
+    requests = [["shared", f"own {i}"] for i in range(6)]
+    outs = await asyncio.gather(*(coalescer.embed(r) for r in requests))
+    embedded = [t for run in kernel.runs for t in run]
+    assert sorted(embedded) == sorted(["shared"] + [f"own {i}" for i in range(6)])
+    assert all(len(run) <= 3 for run in kernel.runs)
+    for request, out in zip(requests, outs, strict=True):
+        np.testing.assert_array_equal(out, expected(request))
 
 
 async def test_a_failing_run_fails_its_callers_and_later_runs_still_work():
     kernel = Kernel(fail_on="poison")
-    coalescer = Coalescer(kernel)
+    coalescer = Coalescer(threaded(kernel))
     first = await asyncio.gather(
         coalescer.embed(["fine"]), coalescer.embed(["poison"]), return_exceptions=True
     )
@@ -70,7 +91,7 @@ async def test_a_failing_run_fails_its_callers_and_later_runs_still_work():
 
 async def test_a_cancelled_caller_does_not_disturb_the_others():
     kernel = Kernel(seconds=0.05)
-    coalescer = Coalescer(kernel)
+    coalescer = Coalescer(threaded(kernel))
     doomed = asyncio.create_task(coalescer.embed(["doomed"]))
     kept = asyncio.create_task(coalescer.embed(["kept"]))
     await asyncio.sleep(0.01)

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from contextlens.backend import Usage
 from contextlens.engine.accounting import (
     PRICES,
     Counts,
@@ -17,7 +18,6 @@ from contextlens.engine.accounting import (
     current_metric,
     record,
 )
-from contextlens.judges.base import Usage
 
 
 def test_counts_add_and_to_dict() -> None:

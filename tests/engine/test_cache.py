@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from contextlens.backend import Completion, Usage
 from contextlens.engine.cache import (
     SCHEMA_VERSION,
     Cache,
@@ -25,7 +26,6 @@ from contextlens.engine.cache import (
     default_cache_path,
     open_cache,
 )
-from contextlens.judges.base import Completion, Usage
 
 
 @pytest.fixture
@@ -284,7 +284,7 @@ WRITER = textwrap.dedent(
         module.__path__ = [str(folder)]
         sys.modules[name] = module
     from contextlens.engine.cache import Cache
-    from contextlens.judges.base import Completion, Usage
+    from contextlens.backend import Completion, Usage
     print("ready", flush=True)
     while not go.exists():
         time.sleep(0.001)

@@ -8,14 +8,15 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from contextlens.engine.retry import RetryPolicy, call_with_retry, is_retryable
-from contextlens.judges.base import (
+from contextlens.backend import (
     BackendError,
-    BackendHTTPError,
     BackendTimeout,
     Completion,
+    FatalError,
     Message,
+    http_error,
 )
+from contextlens.engine.retry import RetryPolicy, call_with_retry, is_retryable
 from contextlens.judges.openai_compat import OpenAICompatBackend
 from contextlens.testing import DEFAULT_REPLY, FakeOpenAIServer
 
@@ -42,7 +43,7 @@ def recorder() -> tuple[list[tuple[BaseException, float]], Callable[[BaseExcepti
 
 
 async def test_retry_after_is_honoured() -> None:
-    fn = Flaky(BackendHTTPError(429, "slow down", 0.2), BackendHTTPError(429, "slow down", 0.2))
+    fn = Flaky(http_error(429, "slow down", 0.2), http_error(429, "slow down", 0.2))
     seen, on_retry = recorder()
     started = time.monotonic()
     result = await call_with_retry(fn, RetryPolicy(initial_delay=0.001), on_retry=on_retry)
@@ -50,12 +51,12 @@ async def test_retry_after_is_honoured() -> None:
     assert result == "ok"
     assert fn.calls == 3
     assert 0.4 <= elapsed < 1.0
-    assert [isinstance(e, BackendHTTPError) and e.status == 429 for e, _ in seen] == [True, True]
+    assert [isinstance(e, BackendError) and e.status == 429 for e, _ in seen] == [True, True]
     assert all(0.2 <= wait <= 0.22 for _, wait in seen)  # never less than asked, <= 10% jitter
 
 
 async def test_retry_after_capped_at_max_delay() -> None:
-    fn = Flaky(BackendHTTPError(503, "busy", 100.0))
+    fn = Flaky(http_error(503, "busy", 100.0))
     seen, on_retry = recorder()
     policy = RetryPolicy(max_delay=0.01, budget=200.0, jitter=False)
     assert await call_with_retry(fn, policy, on_retry=on_retry) == "ok"
@@ -63,7 +64,7 @@ async def test_retry_after_capped_at_max_delay() -> None:
 
 
 async def test_exponential_backoff_without_retry_after() -> None:
-    fn = Flaky(*(BackendHTTPError(500, "oops") for _ in range(5)))
+    fn = Flaky(*(http_error(500, "oops") for _ in range(5)))
     seen, on_retry = recorder()
     policy = RetryPolicy(initial_delay=0.001, max_delay=0.006, jitter=False)
     assert await call_with_retry(fn, policy, on_retry=on_retry) == "ok"
@@ -72,7 +73,7 @@ async def test_exponential_backoff_without_retry_after() -> None:
 
 
 async def test_jittered_backoff_stays_under_the_ceiling() -> None:
-    fn = Flaky(*(BackendHTTPError(502, "bad gateway") for _ in range(4)))
+    fn = Flaky(*(http_error(502, "bad gateway") for _ in range(4)))
     seen, on_retry = recorder()
     policy = RetryPolicy(initial_delay=0.002, max_delay=0.01, jitter=True)
     assert await call_with_retry(fn, policy, on_retry=on_retry) == "ok"
@@ -83,9 +84,9 @@ async def test_jittered_backoff_stays_under_the_ceiling() -> None:
 @pytest.mark.parametrize(
     "error",
     [
-        BackendHTTPError(400, "bad request"),
-        BackendHTTPError(401, "unauthorized"),
-        BackendError("reply has no content", retryable=False),
+        http_error(400, "bad request"),
+        http_error(401, "unauthorized"),
+        FatalError("reply has no content"),
         ValueError("a bug"),
     ],
 )
@@ -100,11 +101,11 @@ async def test_non_retryable_errors_raise_at_once(error: BaseException) -> None:
 
 
 async def test_max_attempts_then_the_last_error() -> None:
-    errors = [BackendHTTPError(500, f"failure {i}") for i in range(10)]
+    errors = [http_error(500, f"failure {i}") for i in range(10)]
     fn = Flaky(*errors)
     seen, on_retry = recorder()
     policy = RetryPolicy(max_attempts=3, initial_delay=0.001, max_delay=0.001)
-    with pytest.raises(BackendHTTPError) as info:
+    with pytest.raises(BackendError) as info:
         await call_with_retry(fn, policy, on_retry=on_retry)
     assert fn.calls == 3
     assert info.value is errors[2]
@@ -112,18 +113,18 @@ async def test_max_attempts_then_the_last_error() -> None:
 
 
 async def test_max_attempts_one_means_no_retry() -> None:
-    fn = Flaky(BackendHTTPError(429, "slow down", 0.0))
-    with pytest.raises(BackendHTTPError):
+    fn = Flaky(http_error(429, "slow down", 0.0))
+    with pytest.raises(BackendError):
         await call_with_retry(fn, RetryPolicy(max_attempts=1))
     assert fn.calls == 1
 
 
 async def test_budget_is_never_waited_past() -> None:
-    errors = [BackendHTTPError(429, "slow down", 0.1) for _ in range(10)]
+    errors = [http_error(429, "slow down", 0.1) for _ in range(10)]
     fn = Flaky(*errors)
     policy = RetryPolicy(max_attempts=10, max_delay=1.0, budget=0.15, jitter=False)
     started = time.monotonic()
-    with pytest.raises(BackendHTTPError) as info:
+    with pytest.raises(BackendError) as info:
         await call_with_retry(fn, policy)
     elapsed = time.monotonic() - started
     # one wait of 0.1 fits; a second would end at 0.2 > 0.15
@@ -133,10 +134,10 @@ async def test_budget_is_never_waited_past() -> None:
 
 
 async def test_retry_after_beyond_the_remaining_budget_stops() -> None:
-    fn = Flaky(BackendHTTPError(429, "come back in an hour", 3600.0))
+    fn = Flaky(http_error(429, "come back in an hour", 3600.0))
     policy = RetryPolicy(max_delay=0.01, budget=10.0)
     started = time.monotonic()
-    with pytest.raises(BackendHTTPError):
+    with pytest.raises(BackendError):
         await call_with_retry(fn, policy)
     assert fn.calls == 1  # the capped 0.01 s wait would fit, but the server said an hour
     assert time.monotonic() - started < 0.5

@@ -6,9 +6,9 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.runnables import RunnableLambda
 from pydantic import BaseModel, Field
 
+from contextlens.backend import Completion, Usage
 from contextlens.errors import JudgeError
 from contextlens.judges import LLMJudge, resolve_judge
-from contextlens.judges.base import Completion, Usage
 
 
 class Verdict(BaseModel):
@@ -21,8 +21,14 @@ class Scripted:
 
     name = "scripted"
     model = "m"
+    use_structured_output = False
+
+    @property
+    def key(self):
+        return f"scripted:{id(self)}"
 
     def __init__(self, replies, delay=0.0):
+        self.params = {}
         self.replies = list(replies)
         self.sent = []
         self.delay = delay
@@ -105,7 +111,7 @@ async def test_langchain_structured_output_is_used_and_validated():
         responses=['{"reason": "a", "score": 2}', '{"reason": "b", "score": 0.3}']
     )
     out = await resolve_judge(model, use_structured_output=True).judge(MSGS, Verdict)
-    assert calls == [(Verdict, True), (Verdict, True)]
+    assert calls == [(Verdict, True)]  # built once, used for the ask and the re-ask
     assert out.attempts == 2 and out.output == Verdict(reason="b", score=0.3)
 
 

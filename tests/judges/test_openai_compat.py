@@ -13,13 +13,16 @@ import pytest
 from aiohttp import web
 from pydantic import BaseModel
 
-from contextlens.judges.base import (
+from contextlens.backend import (
     BackendConnectionError,
     BackendError,
-    BackendHTTPError,
     BackendTimeout,
     ChatBackend,
+    FatalError,
     Message,
+    RateLimited,
+    TransientError,
+    http_error,
     parse_retry_after,
 )
 from contextlens.judges.openai_compat import OpenAICompatBackend, _env_proxy
@@ -139,10 +142,10 @@ def test_repr_hides_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     assert SECRET not in repr(OpenAICompatBackend("m"))
 
 
-async def test_429_gives_http_error_with_retry_after() -> None:
+async def test_429_is_rate_limited_with_retry_after() -> None:
     with FakeOpenAIServer(script=["429"], retry_after="0.05") as server:
         async with OpenAICompatBackend("m", base_url=server.base_url, api_key=SECRET) as b:
-            with pytest.raises(BackendHTTPError) as info:
+            with pytest.raises(RateLimited) as info:
                 await b.complete(MESSAGES)
             assert (await b.complete(MESSAGES)).text == DEFAULT_REPLY
     error = info.value
@@ -154,18 +157,21 @@ async def test_429_gives_http_error_with_retry_after() -> None:
     assert SECRET not in str(error)
 
 
-async def test_500_is_retryable(server: FakeOpenAIServer, backend: OpenAICompatBackend) -> None:
+async def test_500_is_transient(server: FakeOpenAIServer, backend: OpenAICompatBackend) -> None:
     server.script = ["500"]
-    with pytest.raises(BackendHTTPError) as info:
+    with pytest.raises(TransientError) as info:
         await backend.complete(MESSAGES)
     assert info.value.status == 500
     assert info.value.retryable
     assert info.value.retry_after is None
 
 
-def test_http_error_retryable_statuses() -> None:
-    assert [BackendHTTPError(s, "x").retryable for s in (408, 409, 429, 500, 503)] == [True] * 5
-    assert [BackendHTTPError(s, "x").retryable for s in (400, 401, 403, 404, 422)] == [False] * 5
+def test_http_error_kinds() -> None:
+    kinds = {s: type(http_error(s, "x")) for s in (408, 409, 429, 500, 503, 529, 400, 401, 422)}
+    assert [s for s, k in kinds.items() if k is RateLimited] == [429, 503, 529]
+    assert [s for s, k in kinds.items() if k is TransientError] == [408, 409, 500]
+    assert [s for s, k in kinds.items() if k is FatalError] == [400, 401, 422]
+    assert all(http_error(s, "x").retryable == (k is not FatalError) for s, k in kinds.items())
 
 
 def test_parse_retry_after() -> None:
@@ -249,7 +255,7 @@ async def test_max_in_flight_makes_excess_visible() -> None:
             results = await asyncio.gather(
                 *(backend.complete(MESSAGES) for _ in range(20)), return_exceptions=True
             )
-    rejected = [r for r in results if isinstance(r, BackendHTTPError)]
+    rejected = [r for r in results if isinstance(r, RateLimited)]
     assert rejected and all(r.status == 429 for r in rejected)
     assert server.status_counts[429] == len(rejected)
     assert server.peak_in_flight > 4

@@ -1,118 +1,149 @@
+"""ContextAwareness, the core: per-interaction verdicts, the session's mean and interval,
+failures kept out of the mean, the judge prompt. gaussia's ``Context`` shell is tested in
+tests/compat/test_gaussia.py."""
+
 import asyncio
 import json
-import logging
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from contextlens import (
-    Batch,
-    BayesianMode,
-    Context,
-    ContextMetric,
-    Dataset,
-    FrequentistMode,
-    JsonlRetriever,
-    Retriever,
-)
+from contextlens import Batch, BayesianMode, Dataset, FrequentistMode
+from contextlens.embeddings.minilm import default_embedder
+from contextlens.judges import resolve_judge
+from contextlens.judges.base import Fence
 from contextlens.metrics.base import Services
-from contextlens.metrics.context import context_messages
+from contextlens.metrics.context import ContextAwareness, context_messages
 
 CONTEXT = (
     "You are the assistant of Bella Pizza. Opening hours: Tuesday to Sunday, noon to 10pm. "
     "Closed on Mondays. Delivery within 5 km for orders over 20 euros."
 )
+QUERIES = {
+    "hours": "When are you open?",
+    "delivery": "Do you deliver?",
+    "monday": "Open on Monday?",
+}
 
 
-def make_session(sid="s1", weights=(None, None, None)):
+def make_session(sid="s1", weights=(None, None, None), context=CONTEXT):
     replies = [
-        ("hours", "When are you open?", "We are open Tuesday to Sunday from noon to 10pm."),
-        ("delivery", "Do you deliver?", "Yes, we deliver within 5 km for orders over 20 euros."),
-        ("monday", "Open on Monday?", "Yes, Monday we are open all night until 4am."),
+        ("hours", "We are open Tuesday to Sunday from noon to 10pm."),
+        ("delivery", "Yes, we deliver within 5 km for orders over 20 euros."),
+        ("monday", "Yes, Monday we are open all night until 4am."),
     ]
     return Dataset(
         session_id=sid,
         assistant_id="pizza-bot",
-        context=CONTEXT,
+        context=context,
         conversation=[
-            Batch(qa_id=q, query=u, assistant=a, ground_truth_assistant="", weight=w)
-            for (q, u, a), w in zip(replies, weights, strict=True)
+            Batch(qa_id=q, query=QUERIES[q], assistant=a, ground_truth_assistant="", weight=w)
+            for (q, a), w in zip(replies, weights, strict=True)
         ],
     )
-
-
-class ListRetriever(Retriever):
-    def load_dataset(self):
-        return self.kwargs["sessions"]
 
 
 def verdict(score, reason="r"):
     return json.dumps({"reason": reason, "score": score})
 
 
-def test_offline_flags_the_reply_that_leaves_the_context():
-    [metric] = Context.run(ListRetriever, sessions=[make_session()])
-    scores = {i.qa_id: i.context_awareness for i in metric.interactions}
+def by_query(replies):
+    """A judge rule: the reply for the interaction whose query is in the prompt; anything
+    else (an unknown query, the re-ask after an invalid reply) gets no JSON."""
+    return lambda prompt: next(
+        (replies[q] for q, text in QUERIES.items() if q in replies and text in prompt),
+        "no JSON here",
+    )
+
+
+def services(model=None):
+    return Services(judge=resolve_judge(model), embedder=default_embedder())
+
+
+def interactions(result):
+    return {i["qa_id"]: i for i in result.details["interactions"]}
+
+
+async def test_offline_flags_the_reply_that_leaves_the_context():
+    result = await ContextAwareness().score(make_session(), services())
+    found = interactions(result)
+    scores = {q: i["score"] for q, i in found.items()}
     assert scores["monday"] < 0.5 <= min(scores["hours"], scores["delivery"])
     assert scores["monday"] < min(scores["hours"], scores["delivery"]) - 0.3
-    assert metric.judge == "offline" and metric.n_failed == 0
-    assert all(i.reason for i in metric.interactions)
-    assert "4" in next(i.reason for i in metric.interactions if i.qa_id == "monday")
+    assert result.details["judge"] == "offline" and result.details["n_failed"] == 0
+    assert all(i["reason"] and i["error"] is None for i in found.values())
+    assert "4" in found["monday"]["reason"]
+    assert "monday" in result.reason
 
 
-def test_llm_path_one_call_per_interaction_score_and_reason_together():
-    model = FakeListChatModel(responses=[verdict(1.0, "a"), verdict(0.8, "b"), verdict(0.1, "c")])
-    [metric] = Context.run(ListRetriever, model=model, sessions=[make_session()])
-    assert sorted(i.context_awareness for i in metric.interactions) == [0.1, 0.8, 1.0]
-    assert {i.reason for i in metric.interactions} == {"a", "b", "c"}
-    assert metric.context_awareness == pytest.approx((1.0 + 0.8 + 0.1) / 3)
-    assert metric.judge.startswith("langchain:")
+async def test_llm_path_one_call_per_interaction_score_and_reason_together(rule_model):
+    model = rule_model(
+        by_query(
+            {"hours": verdict(1.0, "a"), "delivery": verdict(0.8, "b"), "monday": verdict(0.1, "c")}
+        )
+    )
+    result = await ContextAwareness().score(make_session(), services(model))
+    found = interactions(result)
+    assert {q: (i["score"], i["reason"]) for q, i in found.items()} == {
+        "hours": (1.0, "a"),
+        "delivery": (0.8, "b"),
+        "monday": (0.1, "c"),
+    }
+    assert model.calls == 3
+    assert result.score == pytest.approx((1.0 + 0.8 + 0.1) / 3)
+    assert result.details["judge"].startswith("langchain:")
+    assert result.reason.startswith("lowest interaction monday (0.10): c")
 
 
-def test_failed_interaction_is_counted_and_left_out_of_the_mean():
-    model = FakeListChatModel(responses=[verdict(1.0), "no JSON here", "still none", verdict(0.5)])
+async def test_failed_interaction_is_counted_and_left_out_of_the_mean(rule_model):
+    # "delivery" gets an invalid reply, and another one to the re-ask.
+    model = rule_model(by_query({"hours": verdict(1.0)}))
     session = make_session()
     session.conversation = session.conversation[:2]
-    [metric] = Context.run(ListRetriever, model=model, sessions=[session])
-    failed = [i for i in metric.interactions if i.failed]
-    assert metric.n_interactions == 2 and metric.n_failed == 1 and len(failed) == 1
-    assert failed[0].context_awareness is None and "no JSON object" in failed[0].error
-    ok = next(i for i in metric.interactions if not i.failed)
-    assert metric.context_awareness == ok.context_awareness
+    result = await ContextAwareness().score(session, services(model))
+    found = interactions(result)
+    assert result.details["n_interactions"] == 2 and result.details["n_failed"] == 1
+    assert model.calls == 3  # hours once, delivery asked and re-asked
+    failed = found["delivery"]
+    assert failed["score"] is None and "no JSON object" in failed["error"]
+    assert found["hours"]["error"] is None
+    assert result.score == found["hours"]["score"] == 1.0 and result.error is None
+    assert "1 of 2 interactions failed, first delivery" in result.reason
 
 
-def test_all_failed_gives_no_score_not_zero():
-    model = FakeListChatModel(responses=["nope"])
+async def test_all_failed_gives_no_score_not_zero(rule_model):
+    model = rule_model(lambda prompt: "nope")
     session = make_session()
     session.conversation = session.conversation[:1]
-    [metric] = Context.run(ListRetriever, model=model, sessions=[session])
-    assert metric.context_awareness is None and metric.n_failed == 1
+    result = await ContextAwareness().score(session, services(model))
+    assert result.score is None and result.details["n_failed"] == 1
+    assert result.error.startswith("all 1 interactions failed; first: ")
+    assert "no JSON object" in result.error
+    assert result.details["ci_low"] is None and result.details["ci_high"] is None
 
 
-def test_weights_drive_the_session_mean():
-    model = FakeListChatModel(responses=[verdict(1.0), verdict(1.0), verdict(0.0)])
+async def test_weights_drive_the_session_mean(rule_model):
+    model = rule_model(
+        by_query({"hours": verdict(1.0), "delivery": verdict(1.0), "monday": verdict(0.0)})
+    )
     session = make_session(weights=(0.1, 0.1, 0.8))
-    # The fake answers in call order; calls start in conversation order.
-    [metric] = Context.run(ListRetriever, model=model, sessions=[session])
-    assert metric.context_awareness == pytest.approx(0.2)
-    assert [i.weight for i in metric.interactions] == [0.1, 0.1, 0.8]
+    result = await ContextAwareness(FrequentistMode()).score(session, services(model))
+    assert result.score == pytest.approx(0.2)
+    assert [i["weight"] for i in result.details["interactions"]] == [0.1, 0.1, 0.8]
 
 
-def test_bayesian_interval_contains_the_point_and_is_reproducible():
-    mode = BayesianMode(mc_samples=2000, ci_level=0.9)
-    runs = [
-        Context.run(ListRetriever, sessions=[make_session()], statistical_mode=mode)[0]
-        for _ in "ab"
-    ]
-    m = runs[0]
-    assert m.context_awareness_ci_low <= m.context_awareness <= m.context_awareness_ci_high
-    assert m.context_awareness_ci_low < m.context_awareness_ci_high
+async def test_bayesian_interval_contains_the_point_and_is_reproducible():
+    core = ContextAwareness(BayesianMode(mc_samples=2000, ci_level=0.9))
+    runs = [await core.score(make_session(), services()) for _ in "ab"]
+    low, high = runs[0].details["ci_low"], runs[0].details["ci_high"]
+    assert low <= runs[0].score <= high
+    assert low < high
     assert runs[0] == runs[1]
 
 
-def test_frequentist_has_no_interval():
-    [m] = Context.run(ListRetriever, sessions=[make_session()], statistical_mode=FrequentistMode())
-    assert m.context_awareness_ci_low is None and m.context_awareness_ci_high is None
+async def test_frequentist_has_no_interval():
+    result = await ContextAwareness(FrequentistMode()).score(make_session(), services())
+    assert result.score is not None
+    assert result.details["ci_low"] is None and result.details["ci_high"] is None
 
 
 def test_prompt_puts_ground_truth_where_it_belongs_and_fences_data():
@@ -124,7 +155,7 @@ def test_prompt_puts_ground_truth_where_it_belongs_and_fences_data():
             "observation": "TOOL SAW",
         }
     )
-    system, user = context_messages(session, batch, Services(judge=None, embedder=None))
+    system, user = context_messages(session, batch)
     text = user["content"]
     assert "<reference_reply>\nREFERENCE\n</reference_reply>" in text
     assert "<observation>\nTOOL SAW\n</observation>" in text
@@ -132,49 +163,31 @@ def test_prompt_puts_ground_truth_where_it_belongs_and_fences_data():
     assert "ACTUAL" in reply_block and "REFERENCE" not in reply_block
     assert text.count("</assistant_reply>") == 1
     assert "data to evaluate" in system["content"] and "0.8" in system["content"]
+    assert "```json" in system["content"]
+
+
+def test_prompt_asks_for_the_reply_between_the_given_fence():
+    session = make_session()
+    system, _ = context_messages(session, session.conversation[0], Fence("<<J>>", "<</J>>"))
+    assert "<<J>>" in system["content"] and "<</J>>" in system["content"]
+    assert "```json" not in system["content"]
 
 
 def test_no_reference_block_when_ground_truth_is_empty():
     session = make_session()
-    _, user = context_messages(
-        session, session.conversation[0], Services(judge=None, embedder=None)
-    )
+    _, user = context_messages(session, session.conversation[0])
     assert "<reference_reply>" not in user["content"]
 
 
-def test_retriever_kwargs_reach_the_retriever(tmp_path):
-    path = tmp_path / "s.jsonl"
-    path.write_text(
-        make_session("a").model_dump_json() + "\n" + make_session("b").model_dump_json()
+async def test_the_same_metric_object_serves_concurrent_sessions(rule_model):
+    core = ContextAwareness(FrequentistMode())
+    other = "You are the assistant of Roma Pizza, open every day."
+    model = rule_model(lambda prompt: verdict(0.9 if other in prompt else 0.5))
+    judged = services(model)
+    x, y = await asyncio.gather(
+        core.score(make_session("x"), judged),
+        core.score(make_session("y", context=other), judged),
     )
-    metrics = Context.run(JsonlRetriever, path=path)
-    assert [m.session_id for m in metrics] == ["a", "b"]
-    assert all(isinstance(m, ContextMetric) for m in metrics)
-
-
-def test_verbose_logs_each_interaction(caplog):
-    caplog.set_level(logging.INFO, logger="contextlens")
-    Context.run(ListRetriever, sessions=[make_session()], verbose=True)
-    assert sum("s1, " in r.getMessage() for r in caplog.records) == 3
-
-
-async def test_sync_run_works_inside_a_running_loop_and_arun_awaits():
-    [a] = Context.run(ListRetriever, sessions=[make_session()])
-    [b] = await Context.arun(ListRetriever, sessions=[make_session()])
-    assert a == b
-
-
-def test_the_same_metric_object_serves_concurrent_sessions():
-    metric = Context()
-    model = FakeListChatModel(responses=[verdict(0.5)] * 6)
-    from contextlens.judges import resolve_judge
-
-    services = Services(judge=resolve_judge(model))
-
-    async def both():
-        return await asyncio.gather(
-            metric.compute(make_session("x"), services), metric.compute(make_session("y"), services)
-        )
-
-    x, y = asyncio.run(both())
-    assert (x.session_id, y.session_id) == ("x", "y") and x.context_awareness == 0.5
+    assert (x.score, y.score) == (0.5, 0.9)
+    assert x.details["n_interactions"] == y.details["n_interactions"] == 3
+    assert model.calls == 6

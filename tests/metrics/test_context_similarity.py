@@ -1,4 +1,5 @@
-"""ContextSimilarityEvaluator: novastack's surface, scores in [0, 1], one embed per call."""
+"""ContextSimilarityScorer: the core of novastack's evaluator; scores in [0, 1], one embed per
+case. The shell (``ContextSimilarityEvaluator``) is tested in tests/compat/test_novastack.py."""
 
 from __future__ import annotations
 
@@ -6,17 +7,21 @@ import asyncio
 import math
 from collections import Counter
 from collections.abc import Sequence
+from enum import Enum
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from langchain_core.embeddings import DeterministicFakeEmbedding
 from numpy.typing import NDArray
 
 from contextlens.embeddings.adapters import InvalidEmbeddingError
 from contextlens.metrics.base import Services
-from contextlens.metrics.context_similarity import ContextSimilarityEvaluator
-from contextlens.schemas import MetricResult
+from contextlens.metrics.context_similarity import (
+    ContextSimilarityScorer,
+    validate_similarity_case,
+)
+from contextlens.runner import aevaluate
+from contextlens.schemas import MetricResult, ModelTestCase
 
 MODES = ("cosine", "dot_product", "euclidean")
 NOVASTACK_KEYS = {"query_context_similarity", "answer_context_similarity", "score", "passing"}
@@ -51,21 +56,28 @@ def fixed(**vectors: Sequence[float]) -> FakeEmbedder:
     return FakeEmbedder({k.replace("_", " "): v for k, v in vectors.items()})
 
 
-def run(
+async def score(
+    emb: FakeEmbedder, mode: str = "cosine", threshold: float = 0.8, **case: object
+) -> MetricResult:
+    scorer = ContextSimilarityScorer(mode, threshold)
+    return await scorer.score(case, Services(judge=None, embedder=emb))
+
+
+async def run(
     emb: FakeEmbedder, mode: str = "cosine", threshold: float = 0.8, **case: object
 ) -> dict[str, object]:
-    ev = ContextSimilarityEvaluator(emb, similarity_mode=mode, score_threshold=threshold)
-    return ev.evaluate(**case)
+    """novastack's result dict (the result's ``details``)."""
+    return (await score(emb, mode, threshold, **case)).details
 
 
 # --- similarity modes ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_every_mode_is_in_unit_interval(mode: str) -> None:
+async def test_every_mode_is_in_unit_interval(mode: str) -> None:
     emb = FakeEmbedder(dim=5)
     contexts = [f"context number {i}" for i in range(60)]
-    r = run(emb, mode, query="some query", generated_text="an answer", contexts=contexts)
+    r = await run(emb, mode, query="some query", generated_text="an answer", contexts=contexts)
     scores = r["query_context_similarity"]["contexts_score"]
     scores += r["answer_context_similarity"]["contexts_score"]
     assert len(scores) == 120
@@ -75,9 +87,9 @@ def test_every_mode_is_in_unit_interval(mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_opposite_vectors_score_zero_identical_one(mode: str) -> None:
+async def test_opposite_vectors_score_zero_identical_one(mode: str) -> None:
     emb = fixed(q=[1.0, 0.0], a=[2.0, 0.0], same=[5.0, 0.0], opposite=[-3.0, 0.0])
-    r = run(emb, mode, query="q", generated_text="a", contexts=["same", "opposite"])
+    r = await run(emb, mode, query="q", generated_text="a", contexts=["same", "opposite"])
     for side in ("query_context_similarity", "answer_context_similarity"):
         same, opposite = r[side]["contexts_score"]
         assert same == pytest.approx(1.0, abs=1e-6)
@@ -88,57 +100,66 @@ def test_opposite_vectors_score_zero_identical_one(mode: str) -> None:
     ("mode", "expected"),
     [("cosine", 0.5), ("dot_product", 0.5), ("euclidean", 1 - math.sqrt(2) / 2)],
 )
-def test_orthogonal_vectors(mode: str, expected: float) -> None:
+async def test_orthogonal_vectors(mode: str, expected: float) -> None:
     emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c=[0.0, 4.0])
-    r = run(emb, mode, query="q", generated_text="a", contexts=["c"])
+    r = await run(emb, mode, query="q", generated_text="a", contexts=["c"])
     assert r["query_context_similarity"]["contexts_score"] == [pytest.approx(expected, abs=1e-6)]
 
 
-def test_euclidean_is_one_minus_half_the_unit_distance() -> None:
+async def test_euclidean_is_one_minus_half_the_unit_distance() -> None:
     theta = 1.1
     emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c=[math.cos(theta), math.sin(theta)])
-    r = run(emb, "euclidean", query="q", generated_text="a", contexts=["c"])
+    r = await run(emb, "euclidean", query="q", generated_text="a", contexts=["c"])
     d = math.sqrt(2 - 2 * math.cos(theta))
     assert r["score"] == pytest.approx(1 - d / 2, abs=1e-6)
 
 
-def test_dot_product_equals_cosine_on_unnormalised_vectors() -> None:
+async def test_dot_product_equals_cosine_on_unnormalised_vectors() -> None:
     vecs = {"q": [3.0, 1.0, 0.5], "a": [-1.0, 7.0, 2.0], "c1": [10.0, 0.0, 1.0], "c2": [0, 2, -9]}
     case = {"query": "q", "generated_text": "a", "contexts": ["c1", "c2"]}
-    cos = run(FakeEmbedder(vecs), "cosine", **case)
-    dot = run(FakeEmbedder(vecs), "dot_product", **case)
-    assert cos == dot
+    cos = await score(FakeEmbedder(vecs), "cosine", **case)
+    dot = await score(FakeEmbedder(vecs), "dot_product", **case)
+    assert cos.details == dot.details
+    assert (cos.score, cos.success) == (dot.score, dot.success)
     # (s + 1) / 2 of the true cosine, whatever the vector lengths
     q, c1 = np.array(vecs["q"]), np.array(vecs["c1"])
     s = q @ c1 / (np.linalg.norm(q) * np.linalg.norm(c1))
-    assert cos["query_context_similarity"]["contexts_score"][0] == pytest.approx((s + 1) / 2)
+    assert cos.details["query_context_similarity"]["contexts_score"][0] == pytest.approx(
+        (s + 1) / 2
+    )
 
 
 # --- aggregation, harmonic mean, passing ---------------------------------------------------
 
 
-def test_each_side_is_the_mean_of_its_contexts() -> None:
+async def test_each_side_is_the_mean_of_its_contexts() -> None:
     emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c1=[1.0, 0.0], c2=[0.0, 1.0])
-    r = run(emb, query="q", generated_text="a", contexts=["c1", "c2"])
+    r = await run(emb, query="q", generated_text="a", contexts=["c1", "c2"])
     side = r["query_context_similarity"]
     assert side["contexts_score"] == [pytest.approx(1.0), pytest.approx(0.5)]
     assert side["score"] == pytest.approx(0.75)
 
 
-def test_harmonic_mean_of_the_two_sides() -> None:
+async def test_harmonic_mean_of_the_two_sides() -> None:
     emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
-    r = run(emb, query="q", generated_text="a", contexts=["c"])
+    res = await score(emb, query="q", generated_text="a", contexts=["c"])
+    r = res.details
     assert r["query_context_similarity"]["score"] == pytest.approx(1.0)
     assert r["answer_context_similarity"]["score"] == pytest.approx(0.5)
     assert r["score"] == pytest.approx(2 * 1.0 * 0.5 / 1.5)
     assert set(r) == NOVASTACK_KEYS
     assert isinstance(r["score"], float) and isinstance(r["passing"], bool)
+    # the MetricResult carries the same verdict
+    assert isinstance(res, MetricResult) and not res.failed and res.error is None
+    assert res.metric == "context_similarity"
+    assert res.score == r["score"] and res.success is r["passing"] is False
+    assert "harmonic mean" in (res.reason or "") and "cosine" in (res.reason or "")
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_both_sides_zero_gives_zero(mode: str) -> None:
+async def test_both_sides_zero_gives_zero(mode: str) -> None:
     emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c=[-1.0, 0.0])
-    r = run(emb, mode, query="q", generated_text="a", contexts=["c"])
+    r = await run(emb, mode, query="q", generated_text="a", contexts=["c"])
     assert r["query_context_similarity"]["score"] == pytest.approx(0.0, abs=1e-6)
     assert r["answer_context_similarity"]["score"] == pytest.approx(0.0, abs=1e-6)
     assert r["score"] == 0.0
@@ -146,21 +167,30 @@ def test_both_sides_zero_gives_zero(mode: str) -> None:
 
 
 @pytest.mark.parametrize(("threshold", "passing"), [(0.66, True), (2 / 3, True), (0.67, False)])
-def test_passing_is_score_at_least_threshold(threshold: float, passing: bool) -> None:
+async def test_passing_is_score_at_least_threshold(threshold: float, passing: bool) -> None:
     emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])  # score 2/3
-    r = run(emb, threshold=threshold, query="q", generated_text="a", contexts=["c"])
-    assert r["passing"] is passing
+    res = await score(emb, threshold=threshold, query="q", generated_text="a", contexts=["c"])
+    assert res.details["passing"] is passing
+    assert res.success is passing
 
 
 def test_constructor_validation() -> None:
     with pytest.raises(ValueError, match=r"'cosine', 'dot_product', 'euclidean'.*'manhattan'"):
-        ContextSimilarityEvaluator(FakeEmbedder(), similarity_mode="manhattan")
+        ContextSimilarityScorer(similarity_mode="manhattan")
     with pytest.raises(ValueError, match=r"between 0\.0 and 1\.0"):
-        ContextSimilarityEvaluator(FakeEmbedder(), score_threshold=1.5)
-    with pytest.raises(TypeError, match=r"cannot use builtins\.object"):
-        ContextSimilarityEvaluator(object())
-    ev = ContextSimilarityEvaluator(FakeEmbedder())
-    assert (ev.similarity_mode, ev.score_threshold) == ("cosine", 0.8)
+        ContextSimilarityScorer(score_threshold=1.5)
+    with pytest.raises(TypeError, match="must be a number"):
+        ContextSimilarityScorer(score_threshold="0.5")  # type: ignore[arg-type]
+    scorer = ContextSimilarityScorer()
+    assert (scorer.similarity_mode, scorer.score_threshold) == ("cosine", 0.8)
+    assert scorer.threshold == 0.8 and scorer.name == "context_similarity"
+    assert scorer.embedder is None  # the run's embedder
+    assert scorer.case_type is ModelTestCase
+
+    class Mode(str, Enum):
+        EUCLIDEAN = "euclidean"
+
+    assert ContextSimilarityScorer(Mode.EUCLIDEAN).similarity_mode == "euclidean"
 
 
 # --- input errors, blank contexts, zero vectors --------------------------------------------
@@ -179,54 +209,65 @@ def test_constructor_validation() -> None:
         ),
     ],
 )
-def test_missing_arguments_are_all_named(
+async def test_missing_arguments_are_all_named(
     case: dict[str, object], named: list[str], not_named: list[str]
 ) -> None:
     emb = FakeEmbedder()
     with pytest.raises(ValueError) as info:
-        run(emb, **case)
+        await run(emb, **case)
     msg = str(info.value)
     assert all(n in msg for n in named), msg
     assert not any(n in msg for n in not_named), msg
     assert emb.calls == []
 
 
-def test_wrong_types_are_type_errors() -> None:
+def test_validation_errors_carry_the_where_prefix() -> None:
+    with pytest.raises(ValueError, match=r"^cases\[2\]: missing required argument\(s\): 'query'"):
+        validate_similarity_case(None, "a", ["c"], where="cases[2]: ")
+    valid = validate_similarity_case("q", "a", ["", "c", None])
+    assert (valid.kept, valid.skipped) == ((1,), (0, 2))
+
+
+async def test_wrong_types_are_type_errors() -> None:
     with pytest.raises(TypeError, match="single str"):
-        run(FakeEmbedder(), query="q", generated_text="a", contexts="one context")
+        await run(FakeEmbedder(), query="q", generated_text="a", contexts="one context")
     with pytest.raises(TypeError, match=r"contexts\[1\]"):
-        run(FakeEmbedder(), query="q", generated_text="a", contexts=["c", 3])
+        await run(FakeEmbedder(), query="q", generated_text="a", contexts=["c", 3])
+    with pytest.raises(TypeError, match="query must be a str, got int"):
+        await run(FakeEmbedder(), query=3, generated_text="a", contexts=["c"])
 
 
-def test_blank_contexts_are_skipped_and_reported() -> None:
+async def test_blank_contexts_are_skipped_and_reported() -> None:
     emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c1=[1.0, 0.0], c2=[0.0, 1.0])
-    r = run(emb, query="q", generated_text="a", contexts=["", "c1", "  \n", "c2", None])
+    r = await run(emb, query="q", generated_text="a", contexts=["", "c1", "  \n", "c2", None])
     assert r["skipped_contexts"] == [0, 2, 4]
     assert r["query_context_similarity"]["contexts_score"] == [
         pytest.approx(1.0),
         pytest.approx(0.5),
     ]
     assert sorted(emb.embedded) == ["a", "c1", "c2", "q"]  # blanks never embedded
-    clean = run(fixed(q=[1.0], a=[1.0], c=[1.0]), query="q", generated_text="a", contexts=["c"])
+    clean = await run(
+        fixed(q=[1.0], a=[1.0], c=[1.0]), query="q", generated_text="a", contexts=["c"]
+    )
     assert "skipped_contexts" not in clean
 
 
-def test_zero_vector_names_the_text() -> None:
+async def test_zero_vector_names_the_text() -> None:
     emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c1=[1.0, 0.0], c2=[0.0, 0.0])
     with pytest.raises(InvalidEmbeddingError, match=r"zero vector for contexts\[1\] \('c2'\)"):
-        run(emb, query="q", generated_text="a", contexts=["c1", "c2"])
+        await run(emb, query="q", generated_text="a", contexts=["c1", "c2"])
     emb = fixed(q=[0.0, 0.0], a=[1.0, 0.0], c=[1.0, 0.0])
     with pytest.raises(ValueError, match=r"zero vector for query"):
-        run(emb, query="q", generated_text="a", contexts=["c"])
+        await run(emb, query="q", generated_text="a", contexts=["c"])
 
 
 # --- embed calls ---------------------------------------------------------------------------
 
 
-def test_one_embed_call_per_evaluate_each_text_once() -> None:
+async def test_one_embed_call_per_score_each_text_once() -> None:
     emb = FakeEmbedder()
     contexts = ["ctx one", "ctx two", "the question", "ctx one"]
-    r = run(emb, query="the question", generated_text="the answer", contexts=contexts)
+    r = await run(emb, query="the question", generated_text="the answer", contexts=contexts)
     assert len(emb.calls) == 1
     assert emb.embedded == Counter(["the question", "the answer", "ctx one", "ctx two"])
     assert len(r["query_context_similarity"]["contexts_score"]) == 4
@@ -244,130 +285,89 @@ def _cases(n: int) -> list[dict[str, object]]:
     ]
 
 
-@pytest.mark.parametrize("batch_size", [2048, 7])
-def test_batch_embeds_each_distinct_text_once(batch_size: int) -> None:
+async def test_score_many_embeds_each_distinct_text_once_in_one_call() -> None:
     cases = _cases(40)
+    valid = [
+        validate_similarity_case(c["query"], c["generated_text"], c["contexts"]) for c in cases
+    ]
     emb = FakeEmbedder()
-    ev = ContextSimilarityEvaluator(emb, batch_size=batch_size)
-    results = ev.evaluate_batch(cases)
+    scorer = ContextSimilarityScorer()
+    results = await scorer.score_many(valid, emb)
     distinct = 7 + 40 + 11 + 40
+    assert len(emb.calls) == 1
     assert set(emb.embedded.values()) == {1} and len(emb.embedded) == distinct
-    assert len(emb.calls) == math.ceil(distinct / batch_size)
-    assert all(len(call) <= batch_size for call in emb.calls)
-    single = ContextSimilarityEvaluator(FakeEmbedder(emb.vectors))
-    assert results == [single.evaluate(**c) for c in cases]
+    single = Services(judge=None, embedder=FakeEmbedder(emb.vectors))
+    assert results == [(await scorer.score(c, single)).details for c in cases]
     assert all(r["skipped_contexts"] == [3] for r in results)
 
 
-async def test_batch_accepts_objects_and_names_bad_cases() -> None:
+async def test_score_many_labels_name_the_text_in_errors() -> None:
+    cases = [validate_similarity_case("q", "a", ["c"]), validate_similarity_case("q", "a", ["z"])]
+    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0], z=[0.0, 0.0])
+    scorer = ContextSimilarityScorer()
+    with pytest.raises(InvalidEmbeddingError, match=r"zero vector for cases\[1\]\.contexts\[0\]"):
+        await scorer.score_many(cases, emb, labels=lambda i, field: f"cases[{i}].{field}")
+    with pytest.raises(InvalidEmbeddingError, match=r"zero vector for contexts\[0\] \('z'\)"):
+        await scorer.score_many(cases, emb)
+
+
+# --- concurrency, case shapes, the runner --------------------------------------------------
+
+
+async def test_concurrent_score_on_one_object() -> None:
     emb = FakeEmbedder()
-    ev = ContextSimilarityEvaluator(emb)
-    obj = SimpleNamespace(query="q", generated_text="a", contexts=["c"])
-    [r1, r2] = await ev.aevaluate_batch(
-        [obj, {"query": "q", "generated_text": "a", "contexts": ["c"]}]
-    )
-    assert r1 == r2
-    assert await ev.aevaluate_batch([]) == []
-    bad = [obj, {"query": "q"}, obj, SimpleNamespace(query="", generated_text="a", contexts=["c"])]
-    with pytest.raises(ValueError) as info:
-        await ev.aevaluate_batch(bad)
-    msg = str(info.value)
-    assert "cases[1]: " in msg and "cases[3]: " in msg and "cases[0]" not in msg
-    assert "'generated_text' (None)" in msg and "'query' (blank)" in msg
-
-
-# --- adapters through the evaluator --------------------------------------------------------
-
-
-def test_langchain_embeddings_as_embed_model() -> None:
-    ev = ContextSimilarityEvaluator(DeterministicFakeEmbedding(size=32), score_threshold=0.5)
-    r = ev.evaluate(query="same text", generated_text="other", contexts=["same text", "x"])
-    assert r["query_context_similarity"]["contexts_score"][0] == pytest.approx(1.0, abs=1e-6)
-    assert all(0.0 <= s <= 1.0 for s in r["answer_context_similarity"]["contexts_score"])
-
-
-def test_llamaindex_style_embed_model() -> None:
-    class Llama:
-        def __init__(self) -> None:
-            self.batches: list[list[str]] = []
-
-        def get_text_embedding_batch(self, texts: list[str]) -> list[list[float]]:
-            self.batches.append(list(texts))
-            return [[1.0, 0.0] if t.startswith("x") else [0.0, 1.0] for t in texts]
-
-    model = Llama()
-    r = ContextSimilarityEvaluator(model).evaluate(
-        query="x1", generated_text="y1", contexts=["x2", "y2"]
-    )
-    assert len(model.batches) == 1
-    assert r["query_context_similarity"]["contexts_score"] == [
-        pytest.approx(1.0),
-        pytest.approx(0.5),
-    ]
-
-
-# --- sync / async / concurrency ------------------------------------------------------------
-
-
-def test_sync_evaluate_outside_a_loop() -> None:
-    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
-    r = run(emb, query="q", generated_text="a", contexts=["c"])
-    assert r["score"] == pytest.approx(2 / 3)
-
-
-async def test_sync_evaluate_inside_a_running_loop_and_aevaluate() -> None:
-    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
-    ev = ContextSimilarityEvaluator(emb)
-    asyncio.get_running_loop()  # we are inside a loop
-    inside = ev.evaluate(query="q", generated_text="a", contexts=["c"])
-    awaited = await ev.aevaluate(query="q", generated_text="a", contexts=["c"], ignored=1)
-    assert inside == awaited and inside["score"] == pytest.approx(2 / 3)
-    batch = ev.evaluate_batch([{"query": "q", "generated_text": "a", "contexts": ["c"]}])
-    assert batch == [inside]
-
-
-async def test_concurrent_compute_on_one_object() -> None:
-    emb = FakeEmbedder()
-    ev = ContextSimilarityEvaluator(emb)
+    scorer = ContextSimilarityScorer()
     cases = _cases(30)
-    services = Services(embedder=FakeEmbedder())
-    results = await asyncio.gather(*(ev.compute(c, services) for c in cases))
-    assert services.embedder.calls == []  # an explicit embed_model wins over services
+    services = Services(judge=None, embedder=emb)
+    results = await asyncio.gather(*(scorer.score(c, services) for c in cases))
     assert len(emb.calls) == 30
     for case, res in zip(cases, results, strict=True):
         assert isinstance(res, MetricResult) and not res.failed
-        expected = ContextSimilarityEvaluator(FakeEmbedder(emb.vectors)).evaluate(**case)
+        fresh = Services(judge=None, embedder=FakeEmbedder(emb.vectors))
+        expected = (await ContextSimilarityScorer().score(case, fresh)).details
         assert res.details == expected
         assert res.score == expected["score"] and res.success == expected["passing"]
         assert res.metric == "context_similarity" and "harmonic mean" in (res.reason or "")
 
 
-async def test_compute_uses_services_embedder_by_default_and_reports_failures() -> None:
-    ev = ContextSimilarityEvaluator()  # no embed_model: the runner's embedder is used
-    svc = Services(embedder=fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0], z=[0.0, 0.0]))
-    ok = await ev.compute(SimpleNamespace(query="q", generated_text="a", contexts=["c"]), svc)
-    assert ok.score == pytest.approx(2 / 3) and ok.success is False
-    missing = await ev.compute({"query": "q"}, svc)
-    assert missing.failed and missing.score is None and "'generated_text'" in (missing.error or "")
-    zero = await ev.compute({"query": "q", "generated_text": "a", "contexts": ["z"]}, svc)
-    assert zero.failed and "contexts[0]" in (zero.error or "")
-
-
-# --- the bundled offline model -------------------------------------------------------------
-
-
-def test_offline_default_ranks_relevant_contexts_higher() -> None:
-    ev = ContextSimilarityEvaluator()
-    r = ev.evaluate(
-        query="What is the capital of France?",
-        generated_text="The capital of France is Paris.",
-        contexts=[
-            "Paris is the capital city of France.",
-            "Photosynthesis converts light into chemical energy in plants.",
-        ],
+async def test_score_reads_test_cases_mappings_and_objects() -> None:
+    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
+    svc = Services(judge=None, embedder=emb)
+    scorer = ContextSimilarityScorer()
+    as_dict = await scorer.score({"query": "q", "generated_text": "a", "contexts": ["c"]}, svc)
+    as_obj = await scorer.score(SimpleNamespace(query="q", generated_text="a", contexts=["c"]), svc)
+    as_case = await scorer.score(
+        ModelTestCase(input="q", actual_output="a", retrieval_context=["c"]), svc
     )
-    assert set(r) == NOVASTACK_KEYS
-    for side in ("query_context_similarity", "answer_context_similarity"):
-        relevant, unrelated = r[side]["contexts_score"]
-        assert relevant > unrelated + 0.15
-        assert 0.0 <= unrelated < relevant <= 1.0
+    assert as_dict == as_obj == as_case
+    assert as_case.score == pytest.approx(2 / 3) and as_case.success is False
+
+
+async def test_runner_uses_the_run_embedder_and_records_failures() -> None:
+    """score raises on bad input; the runner keeps it as a failed item with the exception."""
+    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0], z=[0.0, 0.0])
+    cases = [
+        ModelTestCase(input="q", actual_output="a", retrieval_context=["c"]),
+        ModelTestCase(input="q", retrieval_context=["c"]),
+        ModelTestCase(input="q", actual_output="a", retrieval_context=["z"]),
+    ]
+    run = await aevaluate(cases, [ContextSimilarityScorer()], embedder=emb, progress=False)
+    ok, missing, zero = run.results
+    assert ok.score == pytest.approx(2 / 3) and ok.success is False and not ok.failed
+    assert missing.failed and missing.score is None
+    assert "'generated_text' (None)" in (missing.error or "")
+    assert isinstance(missing.exception, ValueError)
+    assert zero.failed and zero.score is None and "contexts[0]" in (zero.error or "")
+    assert isinstance(zero.exception, InvalidEmbeddingError)
+    assert run.summaries["context_similarity"].n_failed == 2
+
+
+async def test_own_embedder_wins_over_the_run_embedder() -> None:
+    own = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
+    own.name = "own-fake"
+    other = FakeEmbedder()
+    case = ModelTestCase(input="q", actual_output="a", retrieval_context=["c"])
+    scorer = ContextSimilarityScorer(embedder=own)
+    run = await aevaluate([case], [scorer], embedder=other, progress=False)
+    assert other.calls == [] and len(own.calls) == 1
+    assert run.results[0].score == pytest.approx(2 / 3)

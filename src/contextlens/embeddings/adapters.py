@@ -10,22 +10,27 @@
   ``get_text_embedding_batch``, ``get_text_embeddings`` or ``get_text_embedding``);
 * a novastack ``BaseEmbedding`` (``embed_text(list[str]) -> list[list[float]]``).
 
-Blocking methods run in a worker thread (:func:`asyncio.to_thread`). Every adapter checks
-the model's output (one finite, non-zero row per text) and returns L2-normalised float32
-rows, so a model that returns unnormalised vectors still meets the protocol.
+The model is the user's and stays theirs: its blocking method is preferred and runs in a
+worker thread, an async-only one runs on contextlens's own event loop
+(:func:`contextlens.sync.call_user`), so one object serves any number of calls, loops and
+threads. Concurrent requests of one event loop are gathered into one call of the model (at
+most :data:`MAX_TEXTS_PER_CALL` texts). Every adapter checks the model's output (one finite,
+non-zero row per text) and returns L2-normalised float32 rows, so a model that returns
+unnormalised vectors still meets the protocol.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from contextlens.embeddings.base import Embedder, l2_normalise
+from contextlens.embeddings.batching import Coalescer
 from contextlens.errors import ContextLensError
+from contextlens.sync import PerLoop, call_user, in_thread
 
 __all__ = [
     "InvalidEmbeddingError",
@@ -37,6 +42,11 @@ __all__ = [
 ]
 
 _MIN_NORM = 1e-12
+#: Texts per call of a user's embedding model at most.
+MAX_TEXTS_PER_CALL = 256
+#: Vectors of recent texts kept per adapter and event loop, so a text shared by the cases of
+#: different calls is embedded once.
+MEMO_TEXTS = 4096
 _ACCEPTED = (
     "None (the bundled offline model), a contextlens Embedder (name + async embed), "
     "a LangChain Embeddings (embed_documents + embed_query), a LlamaIndex embedding "
@@ -117,19 +127,27 @@ def _model_label(prefix: str, model: Any) -> str:
 
 
 class _Adapter:
-    """Shared shell: ``name``, empty-input shortcut, output checks."""
+    """Shared shell: ``name``, empty-input shortcut, batching of concurrent calls, checks."""
 
     prefix = "adapter"
+    #: Concurrent calls of one loop share calls of the model.
+    batches_concurrent_calls = True
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, max_texts: int = MAX_TEXTS_PER_CALL) -> None:
+        if max_texts < 1:
+            raise ValueError(f"max_texts must be >= 1, got {max_texts}")
         self.model = model
         self.name = _model_label(self.prefix, model)
+        self._coalescers = PerLoop(lambda: Coalescer(self._checked, max_texts, memo=MEMO_TEXTS))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r})"
 
     async def _raw(self, texts: list[str]) -> Any:
         raise NotImplementedError
+
+    async def _checked(self, texts: list[str]) -> NDArray[np.float32]:
+        return checked_vectors(await self._raw(texts), texts, self.name)
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """One unit-length float32 row per text."""
@@ -138,37 +156,35 @@ class _Adapter:
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return checked_vectors(await self._raw(texts), texts, self.name)
+        return await self._coalescers.get().embed(texts)
 
 
 class LangChainEmbedder(_Adapter):
-    """A LangChain ``Embeddings``: ``aembed_documents`` if it has one, else ``embed_documents``
-    in a worker thread."""
+    """A LangChain ``Embeddings``: ``embed_documents`` in a worker thread (``aembed_documents``
+    on contextlens's loop when it has only that)."""
 
     prefix = "langchain"
 
     async def _raw(self, texts: list[str]) -> Any:
-        if callable(getattr(self.model, "aembed_documents", None)):
-            return await self.model.aembed_documents(texts)
-        return await asyncio.to_thread(self.model.embed_documents, texts)
+        return await call_user(self.model, "embed_documents", "aembed_documents", texts)
 
 
 class LlamaIndexEmbedder(_Adapter):
-    """A LlamaIndex-style embedding: the first of ``aget_text_embedding_batch``,
-    ``get_text_embedding_batch``, ``get_text_embeddings``, ``get_text_embedding`` it has."""
+    """A LlamaIndex-style embedding: the first of ``get_text_embedding_batch``,
+    ``get_text_embeddings``, ``get_text_embedding`` (per text) it has, in a worker thread;
+    else ``aget_text_embedding_batch`` on contextlens's loop."""
 
     prefix = "llamaindex"
 
     async def _raw(self, texts: list[str]) -> Any:
         m = self.model
-        if callable(getattr(m, "aget_text_embedding_batch", None)):
-            return await m.aget_text_embedding_batch(texts)
-        if callable(getattr(m, "get_text_embedding_batch", None)):
-            return await asyncio.to_thread(m.get_text_embedding_batch, texts)
-        if callable(getattr(m, "get_text_embeddings", None)):
-            return await asyncio.to_thread(m.get_text_embeddings, texts)
-        one: Callable[[str], Any] = m.get_text_embedding
-        return await asyncio.to_thread(lambda: [one(t) for t in texts])
+        for name in ("get_text_embedding_batch", "get_text_embeddings"):
+            if callable(getattr(m, name, None)):
+                return await in_thread(getattr(m, name), texts)
+        one = getattr(m, "get_text_embedding", None)
+        if callable(one):
+            return await in_thread(lambda: [one(t) for t in texts])
+        return await call_user(m, "get_text_embedding_batch", "aget_text_embedding_batch", texts)
 
 
 class NovastackEmbedder(_Adapter):
@@ -177,15 +193,16 @@ class NovastackEmbedder(_Adapter):
     prefix = "novastack"
 
     async def _raw(self, texts: list[str]) -> Any:
-        return await asyncio.to_thread(self.model.embed_text, texts)
+        return await in_thread(self.model.embed_text, texts)
 
 
 def _has(obj: Any, *names: str) -> bool:
     return all(callable(getattr(obj, n, None)) for n in names)
 
 
-def as_embedder(obj: Any = None) -> Embedder:
-    """An :class:`Embedder` for ``obj`` (see the module docstring for what is accepted).
+def as_embedder(obj: Any = None, *, max_texts: int = MAX_TEXTS_PER_CALL) -> Embedder:
+    """An :class:`Embedder` for ``obj`` (see the module docstring for what is accepted);
+    ``max_texts`` bounds the texts per call of a user's model.
 
     Raises:
         TypeError: ``obj`` is none of the accepted kinds; the message names its type.
@@ -197,7 +214,7 @@ def as_embedder(obj: Any = None) -> Embedder:
     if isinstance(obj, Embedder) and isinstance(getattr(obj, "name", None), str):
         return obj
     if (_has(obj, "embed_documents") or _has(obj, "aembed_documents")) and _has(obj, "embed_query"):
-        return LangChainEmbedder(obj)
+        return LangChainEmbedder(obj, max_texts)
     if any(
         _has(obj, n)
         for n in (
@@ -207,9 +224,9 @@ def as_embedder(obj: Any = None) -> Embedder:
             "get_text_embedding",
         )
     ):
-        return LlamaIndexEmbedder(obj)
+        return LlamaIndexEmbedder(obj, max_texts)
     if _has(obj, "embed_text"):
-        return NovastackEmbedder(obj)
+        return NovastackEmbedder(obj, max_texts)
     kind = type(obj)
     raise TypeError(
         f"cannot use {kind.__module__}.{kind.__qualname__} as an embedding model; "

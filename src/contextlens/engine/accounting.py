@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 
-from contextlens.judges.base import Usage
+from contextlens.backend import Usage
 
 __all__ = [
     "PRICES",

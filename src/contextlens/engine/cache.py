@@ -14,21 +14,23 @@ import sqlite3
 import threading
 import time
 from collections.abc import Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import platformdirs
 
+from contextlens.backend import Completion, Usage
 from contextlens.engine.sqlite import Closing, SQLiteFile, file_path
 from contextlens.errors import ContextLensError
-from contextlens.judges.base import Completion, Usage
 
 __all__ = [
     "SCHEMA_VERSION",
     "Cache",
     "CacheError",
     "NullCache",
+    "current_repeat",
     "default_cache_path",
     "open_cache",
 ]
@@ -36,6 +38,10 @@ __all__ = [
 SCHEMA_VERSION = 1
 """Stored in ``PRAGMA user_version``; a file with an older version is emptied and
 rebuilt (it is only a cache), one with a newer version is refused."""
+
+#: Which repeat of an item is being judged (``evaluate(..., repeats=k)``); part of the cache
+#: key, so that each repeat is a call of its own.
+current_repeat: ContextVar[int] = ContextVar("contextlens_repeat", default=0)
 
 _CHUNK = 500  # keys per SELECT ... IN (...), well under SQLite's parameter limit
 _VECTOR_DTYPE = np.dtype("<f4")
@@ -301,12 +307,19 @@ class NullCache(Closing):
         return "NullCache()"
 
 
+#: Set to ``off`` to use no cache wherever the default cache would be used.
+ENV_CACHE = "CONTEXTLENS_CACHE"
+
+
 def open_cache(cache: bool | str | Path | Cache | NullCache | None = True) -> Cache | NullCache:
-    """The cache a ``cache=`` argument asks for: ``True``/``None`` the default file,
-    ``False`` none (:class:`NullCache`), a path that file, an instance itself."""
+    """The cache a ``cache=`` argument asks for: ``True``/``None`` the default file (none when
+    ``$CONTEXTLENS_CACHE`` is ``off``), ``False`` none (:class:`NullCache`), a path that
+    file, an instance itself."""
     if isinstance(cache, (Cache, NullCache)):
         return cache
     if cache is None or cache is True:
+        if os.environ.get(ENV_CACHE, "").strip().lower() in ("off", "0", "false", "no"):
+            return NullCache()
         return Cache()
     if cache is False:
         return NullCache()

@@ -121,22 +121,29 @@ class _Slot:
         self._limiter.release()
 
 
+#: Calls in flight per backend when nobody asked for another bound.
+DEFAULT_LIMIT = 16
+
 _registry: dict[str, Limiter] = {}
 _registry_lock = threading.Lock()
 
 
-def limiter_for(key: str, limit: int) -> Limiter:
+def limiter_for(key: str, limit: int | None = None) -> Limiter:
     """The limiter shared by every judge on the backend ``key``.
 
-    Asking for another ``limit`` than the limiter has reconfigures it: the maximum and the
-    current limit both become ``limit``. The same limit keeps the adaptive state, so a
-    backend that was rate-limited a moment ago is not hit at full speed again.
+    ``limit=None`` takes the limiter as it is (made at :data:`DEFAULT_LIMIT` when new), so
+    merely using a backend never changes its bound. An explicit ``limit`` other than the
+    limiter's reconfigures it: the maximum and the current limit both become ``limit``.
+    The same limit keeps the adaptive state, so a backend that was rate-limited a moment
+    ago is not hit at full speed again.
     """
     with _registry_lock:
         limiter = _registry.get(key)
         if limiter is None:
-            limiter = _registry[key] = Limiter(limit)
-        elif limiter.max_limit != limit:  # a new configuration starts at its own limit
+            limiter = _registry[key] = Limiter(DEFAULT_LIMIT if limit is None else limit)
+        elif limit is not None and limiter.max_limit != limit:
+            if limit < 1:
+                raise ValueError(f"limit must be >= 1, got {limit}")
             limiter.max_limit = limit
             limiter.current = float(limit)
         return limiter

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from contextlens.judges.base import BackendTimeout
+from contextlens.backend import BackendError, BackendTimeout
 
 __all__ = ["RetryPolicy", "call_with_retry", "is_retryable"]
 
@@ -58,15 +58,15 @@ class RetryPolicy:
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """Whether ``exc`` may go away on another try: errors flagged ``retryable`` (see
-    :class:`~contextlens.judges.base.BackendError`) and timeouts."""
-    return getattr(exc, "retryable", False) is True or isinstance(
-        exc, (asyncio.TimeoutError, TimeoutError)
-    )
+    """Whether ``exc`` may go away on another try: a rate limit or a transient fault (see
+    :mod:`contextlens.backend`), or a timeout."""
+    if isinstance(exc, BackendError):
+        return exc.retryable
+    return isinstance(exc, (asyncio.TimeoutError, TimeoutError))
 
 
 def _retry_after(exc: BaseException | None) -> float | None:
-    value: Any = getattr(exc, "retry_after", None)
+    value: Any = exc.retry_after if isinstance(exc, BackendError) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if value >= 0 and math.isfinite(value) else None

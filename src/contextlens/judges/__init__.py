@@ -1,17 +1,39 @@
 """Judges: the Judge protocol, chat backends, and the shared reply parsing."""
 
-from contextlens.judges.base import ChatBackend, Completion, Judge, Judgement, Message, Usage
+from contextlens.backend import (
+    ChatBackend,
+    Completion,
+    FatalError,
+    Message,
+    RateLimited,
+    TransientError,
+    Usage,
+)
+from contextlens.judges.base import Fence, Judge, Judgement
+from contextlens.judges.langchain import LangChainBackend
+from contextlens.judges.litellm import LiteLLMBackend
 from contextlens.judges.llm import LLMJudge
-from contextlens.judges.resolve import backend_from_spec, resolve_judge
+from contextlens.judges.openai_compat import OpenAICompatBackend
+from contextlens.judges.openai_sdk import OpenAIClientBackend
+from contextlens.judges.resolve import as_backend, backend_from_spec, resolve_judge
 
 __all__ = [
     "ChatBackend",
     "Completion",
+    "FatalError",
+    "Fence",
     "Judge",
     "Judgement",
     "LLMJudge",
+    "LangChainBackend",
+    "LiteLLMBackend",
     "Message",
+    "OpenAIClientBackend",
+    "OpenAICompatBackend",
+    "RateLimited",
+    "TransientError",
     "Usage",
+    "as_backend",
     "backend_from_spec",
     "resolve_judge",
 ]

@@ -1,15 +1,30 @@
-"""Any LangChain chat model as a chat backend (duck-typed: no hard dependency)."""
+"""Any LangChain chat model as a chat backend (duck-typed: no hard dependency).
+
+The model is the user's and stays theirs: it is called through its blocking ``invoke`` in a
+worker thread (:func:`contextlens.sync.call_user`), because a model's async client is bound to
+the first event loop that used it and every sync call of contextlens runs a loop of its own.
+Its exceptions become the backend contract's kinds (:mod:`contextlens.judges.errors`).
+
+A model that retries on its own (``ChatOpenAI(max_retries=2)``, the default) hides the rate
+limits it absorbs from contextlens's limiter; give it ``max_retries=0`` to let the engine
+retry, honour ``Retry-After`` and adapt the concurrency.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
-from contextlens.judges.base import Completion, Message, Usage
+from contextlens.backend import Completion, InvalidReply, Message, Usage
+from contextlens.judges.errors import as_backend_error, is_reply_error
+from contextlens.sync import call_user
+
+#: Attributes that name where a LangChain model sends its requests.
+_ENDPOINT_ATTRS = ("openai_api_base", "base_url", "api_base", "azure_endpoint", "endpoint_url")
 
 
 def is_langchain_model(obj: object) -> bool:
@@ -35,8 +50,19 @@ def _usage(message: Any) -> Usage:
     return Usage(int(tokens.get("prompt_tokens", 0)), int(tokens.get("completion_tokens", 0)))
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with anything JSON cannot hold dropped (no reprs with memory addresses)."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        if isinstance(value, dict):
+            safe = {str(k): _json_safe(v) for k, v in value.items()}
+            return {k: v for k, v in safe.items() if v is not None}
+        return None
+
+
 class LangChainBackend:
-    """Transport through a LangChain chat model's ``ainvoke`` (or ``invoke`` in a thread).
+    """Transport through a LangChain chat model.
 
     With ``use_structured_output=True`` the schema is enforced by the model's
     ``with_structured_output``; the result is still validated by the shared parser.
@@ -54,44 +80,58 @@ class LangChainBackend:
             or getattr(chat_model, "model", None)
             or type(chat_model).__name__
         )
+        self.endpoint = next(
+            (str(v) for a in _ENDPOINT_ATTRS if (v := getattr(chat_model, a, None))), None
+        )
+        self._structured: dict[type[BaseModel], Any] = {}
 
     @property
     def key(self) -> str:
-        """One limiter per chat model object."""
-        return f"langchain:{self.model}:{id(self.chat_model)}"
+        """One limiter per endpoint and model (per object when the endpoint is unknown)."""
+        where = self.endpoint or f"object-{id(self.chat_model)}"
+        return f"langchain:{type(self.chat_model).__name__}:{where}#{self.model}"
 
     @property
     def params(self) -> dict[str, Any]:
         """What changes replies besides the prompt (part of the cache key)."""
+        identifying = getattr(self.chat_model, "_identifying_params", None)
         return {
             "class": type(self.chat_model).__name__,
-            "temperature": getattr(self.chat_model, "temperature", None),
+            "endpoint": self.endpoint,
+            "identifying": _json_safe(dict(identifying)) if isinstance(identifying, dict) else None,
+            "temperature": _json_safe(getattr(self.chat_model, "temperature", None)),
         }
 
     def __repr__(self) -> str:
         return f"LangChainBackend({type(self.chat_model).__name__}, model={self.model!r})"
 
-    async def _invoke(self, runnable: Any, messages: list[dict[str, str]]) -> Any:
-        if callable(getattr(runnable, "ainvoke", None)):
-            return await runnable.ainvoke(messages)
-        return await asyncio.to_thread(runnable.invoke, messages)
+    def _runnable(self, schema: type[BaseModel] | None) -> Any:
+        if not (self.use_structured_output and schema is not None):
+            return self.chat_model
+        runnable = self._structured.get(schema)
+        if runnable is None:
+            runnable = self.chat_model.with_structured_output(schema, include_raw=True)
+            self._structured[schema] = runnable
+        return runnable
 
     async def complete(
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
     ) -> Completion:
         payload = [{"role": m["role"], "content": m["content"]} for m in messages]
+        runnable = self._runnable(schema)
         start = time.perf_counter()
-        if self.use_structured_output and schema is not None:
-            runnable = self.chat_model.with_structured_output(schema, include_raw=True)
-            result = await self._invoke(runnable, payload)
-            latency = time.perf_counter() - start
-            if isinstance(result, dict) and "raw" in result:
-                raw = result["raw"]
-                return Completion(
-                    text=_text(raw), usage=_usage(raw), latency=latency, parsed=result.get("parsed")
-                )
-            return Completion(text=str(result), latency=latency, parsed=result)
-        reply = await self._invoke(self.chat_model, payload)
-        return Completion(
-            text=_text(reply), usage=_usage(reply), latency=time.perf_counter() - start
-        )
+        try:
+            result = await call_user(runnable, "invoke", "ainvoke", payload)
+        except Exception as exc:
+            if runnable is not self.chat_model and is_reply_error(exc):
+                raise InvalidReply(f"the structured reply does not fit the schema: {exc}") from exc
+            raise as_backend_error(exc) from exc
+        latency = time.perf_counter() - start
+        if runnable is self.chat_model:
+            return Completion(text=_text(result), usage=_usage(result), latency=latency)
+        if isinstance(result, dict) and "raw" in result:
+            raw = result["raw"]
+            return Completion(
+                text=_text(raw), usage=_usage(raw), latency=latency, parsed=result.get("parsed")
+            )
+        return Completion(text=str(result), latency=latency, parsed=result)

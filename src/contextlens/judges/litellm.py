@@ -1,4 +1,9 @@
-"""LiteLLM as a chat backend: ``provider/name`` model strings (extra ``litellm``)."""
+"""LiteLLM as a chat backend: ``provider/name`` model strings (extra ``litellm``).
+
+``litellm.completion`` runs in a worker thread, with LiteLLM's own retries off: the engine
+retries, honours ``Retry-After`` and adapts the concurrency, and LiteLLM's exceptions are
+mapped into the backend contract's kinds.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,21 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from contextlens.backend import Completion, FatalError, Message, Usage
 from contextlens.errors import MissingExtraError
-from contextlens.judges.base import Completion, Message, Usage
+from contextlens.judges.errors import as_backend_error
+from contextlens.sync import in_thread
+
+#: Keyword arguments that say how to reach the model, not what it answers: kept out of the
+#: cache key (the key and the headers may differ between runs).
+_TRANSPORT_KWARGS = frozenset({"api_key", "extra_headers", "timeout", "num_retries", "max_retries"})
 
 
 class LiteLLMBackend:
-    """Transport through ``litellm.acompletion``; needs ``pip install 'contextlens[litellm]'``."""
+    """Transport through ``litellm.completion``; needs ``pip install 'contextlens[litellm]'``.
+
+    ``params`` (``api_base``, ``api_key``, ``max_tokens`` ...) go with every call.
+    """
 
     name = "litellm"
 
@@ -32,8 +46,19 @@ class LiteLLMBackend:
         self._litellm = litellm
         self.model = model
         self.use_structured_output = use_structured_output
-        self.params = {"temperature": temperature, **params} if temperature is not None else params
-        self.key = f"litellm:{model}"
+        self.request = {"num_retries": 0, "max_retries": 0, **params}
+        if temperature is not None:
+            self.request["temperature"] = temperature
+        self.api_base = params.get("api_base") or params.get("base_url")
+
+    @property
+    def key(self) -> str:
+        return f"litellm:{self.api_base or 'default'}#{self.model}"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """What changes replies besides the prompt (part of the cache key)."""
+        return {k: v for k, v in self.request.items() if k not in _TRANSPORT_KWARGS}
 
     def __repr__(self) -> str:
         return f"LiteLLMBackend(model={self.model!r})"
@@ -41,15 +66,24 @@ class LiteLLMBackend:
     async def complete(
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
     ) -> Completion:
-        kwargs = dict(self.params)
+        kwargs = dict(self.request)
         if self.use_structured_output and schema is not None:
             kwargs["response_format"] = schema
         start = time.perf_counter()
-        reply = await self._litellm.acompletion(model=self.model, messages=list(messages), **kwargs)
+        try:
+            reply = await in_thread(
+                self._litellm.completion, model=self.model, messages=list(messages), **kwargs
+            )
+        except Exception as exc:
+            raise as_backend_error(exc) from exc
         latency = time.perf_counter() - start
+        try:
+            text = reply.choices[0].message.content or ""
+        except (AttributeError, IndexError, TypeError):
+            raise FatalError(f"reply has no choices[0].message: {reply!r:.300}") from None
         usage = getattr(reply, "usage", None)
         return Completion(
-            text=reply.choices[0].message.content or "",
+            text=text,
             usage=Usage(
                 int(getattr(usage, "prompt_tokens", 0) or 0),
                 int(getattr(usage, "completion_tokens", 0) or 0),

@@ -15,22 +15,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from contextlens.backend import ChatBackend, Completion, InvalidReply, Message, RateLimited, Usage
 from contextlens.engine import accounting
-from contextlens.engine.cache import Cache, NullCache
+from contextlens.engine.cache import Cache, NullCache, current_repeat
 from contextlens.engine.limiter import Limiter, limiter_for
 from contextlens.engine.retry import RetryPolicy, call_with_retry
 from contextlens.errors import JudgeError
-from contextlens.judges.base import (
-    BackendHTTPError,
-    ChatBackend,
-    Completion,
-    Judgement,
-    Message,
-    Usage,
-)
+from contextlens.judges.base import DEFAULT_FENCE, Fence, Judgement
 from contextlens.judges.parsing import (
-    DEFAULT_BOS,
-    DEFAULT_EOS,
     ReplyError,
     compact_schema_json,
     parse_reply,
@@ -40,41 +32,30 @@ from contextlens.judges.parsing import (
 T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger("contextlens.judge")
 
-#: Statuses that mean "too much load": the limiter backs off on them.
-RATE_LIMIT_STATUSES = frozenset({429, 503})
-
-
-def backend_key(backend: ChatBackend) -> str:
-    """Identity of a backend for sharing limits: its ``key`` or name, model and object id."""
-    key = getattr(backend, "key", None)
-    return str(key) if key else f"{backend.name}:{backend.model}:{id(backend)}"
-
 
 class LLMJudge:
     """Judge through a chat backend.
 
     A reply that does not parse or validate is re-asked once with the error; a second
     bad reply raises :class:`JudgeError` with the reason, as does a transport failure that
-    outlasts the retry policy. ``max_concurrency`` bounds the calls in flight on this
-    backend, whoever makes them (judges on the same backend share one limiter); it adapts
-    down on rate limits. Replies are cached (``cache=``) by backend, model, parameters,
-    messages, schema and repeat index, so an identical call is never paid for twice.
+    outlasts the retry policy. Calls in flight on the backend are bounded by the limiter
+    its ``key`` shares with every other judge on it (``max_concurrency`` sets that bound;
+    None leaves it as it is); the bound adapts down on rate limits. Replies are cached
+    (``cache=``) by backend, model, parameters, messages, schema and repeat index, so an
+    identical call is never paid for twice.
     """
 
     def __init__(
         self,
         backend: ChatBackend,
         *,
-        max_concurrency: int = 16,
-        bos_json_clause: str = DEFAULT_BOS,
-        eos_json_clause: str = DEFAULT_EOS,
+        max_concurrency: int | None = None,
         limiter: Limiter | None = None,
         cache: Cache | NullCache | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.backend = backend
-        self.bos, self.eos = bos_json_clause, eos_json_clause
-        self.limiter = limiter or limiter_for(backend_key(backend), max_concurrency)
+        self.limiter = limiter or limiter_for(backend.key, max_concurrency)
         self.cache = cache if cache is not None else NullCache()
         self.retry = retry or RetryPolicy()
 
@@ -86,14 +67,12 @@ class LLMJudge:
         return f"LLMJudge({self.backend!r})"
 
     def _cache_key(self, messages: list[Message], schema: type[BaseModel]) -> str:
-        from contextlens.metrics.base import current_repeat
-
-        params = getattr(self.backend, "params", None)
+        params = self.backend.params
         return Cache.key(
             backend=self.backend.name,
             model=self.backend.model,
             params=json.loads(json.dumps(params, default=str)) if params else {},
-            structured=bool(getattr(self.backend, "use_structured_output", False)),
+            structured=bool(self.backend.use_structured_output),
             messages=list(messages),
             schema=compact_schema_json(schema),
             repeat=current_repeat.get(),
@@ -115,9 +94,8 @@ class LLMJudge:
             async with self.limiter.slot():
                 try:
                     reply = await self.backend.complete(messages, schema=schema)
-                except BackendHTTPError as exc:
-                    if exc.status in RATE_LIMIT_STATUSES:
-                        self.limiter.on_rate_limited()
+                except RateLimited:
+                    self.limiter.on_rate_limited()
                     self._record(calls=1)
                     raise
                 except Exception:
@@ -136,7 +114,9 @@ class LLMJudge:
             reply = replace(reply, parsed=reply.parsed.model_dump(mode="json"))
         return reply
 
-    async def judge(self, messages: Sequence[Message], schema: type[T]) -> Judgement[T]:
+    async def judge(
+        self, messages: Sequence[Message], schema: type[T], *, fence: Fence = DEFAULT_FENCE
+    ) -> Judgement[T]:
         """Ask, validate, re-ask once on an invalid reply.
 
         Replies enter the cache only once the item is settled with a valid reply (the first,
@@ -151,25 +131,27 @@ class LLMJudge:
             key = self._cache_key(convo, schema) if caching else None
             try:
                 reply = await self._call(convo, key, schema)
-            except Exception as exc:
-                self._record(failures=1)
-                raise JudgeError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
-            if key is not None:
-                settled.append((key, reply))
-            usage, latency = usage + reply.usage, latency + reply.latency
-            try:
+                if key is not None:
+                    settled.append((key, reply))
+                usage, latency = usage + reply.usage, latency + reply.latency
                 output = parse_reply(
-                    reply.text, schema, parsed=reply.parsed, bos=self.bos, eos=self.eos
+                    reply.text, schema, parsed=reply.parsed, bos=fence.bos, eos=fence.eos
                 )
-            except ReplyError as exc:
+            except (ReplyError, InvalidReply) as exc:
+                # InvalidReply: a backend that enforces the schema itself said no.
+                raw = exc.raw if isinstance(exc, InvalidReply) else reply.text
+                problem = exc.message if isinstance(exc, InvalidReply) else str(exc)
                 if attempt == 2:
                     self._record(failures=1)
                     raise JudgeError(
-                        f"invalid reply after one re-ask: {exc}", raw=reply.text
+                        f"invalid reply after one re-ask: {problem}", raw=raw
                     ) from None
-                log.debug("re-asking %s after an invalid reply: %s", self.name, exc)
-                convo = reask_messages(list(messages), reply.text, str(exc), self.bos, self.eos)
+                log.debug("re-asking %s after an invalid reply: %s", self.name, problem)
+                convo = reask_messages(list(messages), raw or "", problem, fence.bos, fence.eos)
                 continue
+            except Exception as exc:
+                self._record(failures=1)
+                raise JudgeError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
             for cache_key, completion in settled:
                 self.cache.put_completion(cache_key, completion)
             return Judgement(

@@ -1,8 +1,8 @@
 """A :class:`~contextlens.judges.base.ChatBackend` for any OpenAI-compatible chat API.
 
 Transport only: one POST to ``{base_url}/chat/completions`` per call, no parsing of the
-content, no retries, no sleeping. Failures become :class:`~contextlens.judges.base.BackendError`
-subclasses that say whether a retry may help.
+content, no retries, no sleeping. Failures are raised as the backend contract's kinds
+(:mod:`contextlens.backend`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import os
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,15 +20,15 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import BaseModel
 
-from contextlens.judges.base import (
+from contextlens.backend import (
     BackendConnectionError,
-    BackendError,
-    BackendHTTPError,
     BackendTimeout,
     Completion,
+    FatalError,
     Message,
     Usage,
-    parse_retry_after,
+    http_error,
+    retry_after_from,
 )
 from contextlens.sync import PerLoop
 
@@ -209,9 +209,9 @@ class OpenAICompatBackend:
     ) -> Completion:
         """POST the messages; return the assistant's content, usage and latency.
 
-        Raises :class:`BackendHTTPError` on an error status, :class:`BackendTimeout` and
-        :class:`BackendConnectionError` on transport failures, and a non-retryable
-        :class:`BackendError` when a 200 reply has no usable content.
+        Raises the kind of an error status (:func:`~contextlens.backend.http_error`),
+        :class:`BackendTimeout` and :class:`BackendConnectionError` on transport failures,
+        and :class:`FatalError` when a 200 reply has no usable content.
         """
         url = f"{self.base_url}/chat/completions"
         body = self._body(messages, schema)
@@ -238,33 +238,28 @@ class OpenAICompatBackend:
         latency = time.perf_counter() - started
         text = raw.decode("utf-8", errors="replace")  # for messages; the parse reads bytes
         if status >= 400:
-            raise BackendHTTPError(
+            raise http_error(
                 status,
                 self._redact(_error_message(text, response.reason)),
-                _retry_after(headers),
+                retry_after_from(headers),
             )
         try:
             data = json.loads(raw)
         except ValueError:
-            raise BackendError(
-                self._redact(f"reply is not JSON: {text!r}"), retryable=False
-            ) from None
+            raise FatalError(self._redact(f"reply is not JSON: {text!r}")) from None
         return Completion(text=self._content(data, text), usage=_usage(data), latency=latency)
 
     def _content(self, data: Any, text: str) -> str:
         try:
             message = data["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
-            raise BackendError(
-                self._redact(f"reply has no choices[0].message: {text!r}"),
-                retryable=False,
-            ) from None
+            raise FatalError(self._redact(f"reply has no choices[0].message: {text!r}")) from None
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, str):
             return content
         refusal = message.get("refusal") if isinstance(message, dict) else None
         detail = f"refusal: {refusal!r}" if refusal else f"message: {message!r}"
-        raise BackendError(self._redact(f"reply has no text content ({detail})"), retryable=False)
+        raise FatalError(self._redact(f"reply has no text content ({detail})"))
 
 
 def _env_proxy(url: str) -> str | None:
@@ -288,14 +283,6 @@ def _error_message(text: str, reason: str | None) -> str:
     if isinstance(error, str):
         return error
     return text.strip() or (reason or "")
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms`` (OpenAI's) or ``Retry-After``."""
-    millis = parse_retry_after(headers.get("retry-after-ms"))
-    if millis is not None:
-        return millis / 1000.0
-    return parse_retry_after(headers.get("retry-after"))
 
 
 def _usage(data: dict[str, Any]) -> Usage:

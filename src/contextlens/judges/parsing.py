@@ -11,12 +11,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from contextlens.judges.base import Message
+from contextlens.backend import Message
+from contextlens.judges.base import DEFAULT_BOS, DEFAULT_EOS
 
 T = TypeVar("T", bound=BaseModel)
-
-DEFAULT_BOS = "```json"
-DEFAULT_EOS = "```"
 
 
 class ReplyError(ValueError):

@@ -1,29 +1,39 @@
-"""From whatever a user passes as ``model=`` / ``judge=`` to a :class:`Judge`.
+"""From whatever a user passes as ``model=`` / ``judge=`` to a backend, then to a :class:`Judge`.
 
 Spec strings (shared with the CLI):
 
-- ``None`` or ``"offline"``: no judge; metrics use their offline algorithm.
+- ``None``: no preference (a metric then takes the run's judge; a run without one is offline).
+- ``"offline"``: the offline algorithms, explicitly.
 - ``"openai:MODEL"`` or a bare model name such as ``"gpt-4o"``: the OpenAI API.
 - ``"http://HOST:PORT/v1#MODEL"``: any OpenAI-compatible server (Ollama, vLLM,
   llama.cpp server, LM Studio).
 - ``"litellm:PROVIDER/MODEL"`` or ``"PROVIDER/MODEL"``: LiteLLM (extra ``litellm``).
 
-Objects: a :class:`Judge` is used as is; a :class:`ChatBackend` or a LangChain chat
-model is wrapped in an :class:`LLMJudge`.
+Objects: a :class:`Judge` is used as is; a :class:`ChatBackend`, a LangChain chat model or
+an ``openai`` SDK client wrapped in :class:`OpenAIClientBackend` become an :class:`LLMJudge`.
+
+:func:`as_backend` only builds objects (it changes no shared state, so a metric may call it
+when constructed); :func:`resolve_judge` attaches the engine: cache, shared limiter, retries.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from contextlens.backend import ChatBackend
 from contextlens.engine.cache import Cache, NullCache
 from contextlens.engine.retry import RetryPolicy
-from contextlens.judges.base import ChatBackend, Judge
+from contextlens.judges.base import Judge
 from contextlens.judges.langchain import LangChainBackend, is_langchain_model
 from contextlens.judges.litellm import LiteLLMBackend
 from contextlens.judges.llm import LLMJudge
 from contextlens.judges.openai_compat import OpenAICompatBackend
-from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS
+from contextlens.judges.openai_sdk import is_openai_client
+
+OFFLINE = "offline"
+
+#: What :func:`as_backend` returns: a backend, a ready judge, ``"offline"``, or ``None``.
+JudgeChoice = ChatBackend | Judge | str | None
 
 
 def backend_from_spec(
@@ -63,41 +73,64 @@ def backend_from_spec(
     return OpenAICompatBackend(spec, **params)
 
 
+def is_offline(choice: Any) -> bool:
+    """Whether ``choice`` explicitly asks for the offline algorithms."""
+    return isinstance(choice, str) and choice.strip().lower() == OFFLINE
+
+
+def as_backend(
+    model: Any,
+    *,
+    use_structured_output: bool = False,
+    temperature: float | None = None,
+    seed: int | None = None,
+) -> JudgeChoice:
+    """What ``model`` names, built but not yet on the engine.
+
+    ``None`` stays ``None`` (no preference) and ``"offline"`` stays ``"offline"``; a spec
+    string becomes its backend (``temperature`` and ``seed`` apply to spec strings only); a
+    LangChain model is wrapped in a :class:`LangChainBackend`; a backend or a judge is kept.
+    """
+    if model is None:
+        return None
+    if isinstance(model, str):
+        if is_offline(model):
+            return OFFLINE
+        return backend_from_spec(
+            model, use_structured_output=use_structured_output, temperature=temperature, seed=seed
+        )
+    if isinstance(model, (Judge, ChatBackend)):
+        return model
+    if is_openai_client(model):
+        raise TypeError(
+            f"an {type(model).__name__} client does not say which model to ask: pass "
+            "OpenAIClientBackend(client, 'MODEL') from contextlens.judges"
+        )
+    if is_langchain_model(model):
+        return LangChainBackend(model, use_structured_output=use_structured_output)
+    raise TypeError(
+        f"cannot judge with a {type(model).__name__}: pass a spec string, a LangChain chat "
+        "model, a ChatBackend or a Judge"
+    )
+
+
 def resolve_judge(
     model: Any,
     *,
     use_structured_output: bool = False,
-    bos_json_clause: str = DEFAULT_BOS,
-    eos_json_clause: str = DEFAULT_EOS,
-    max_concurrency: int = 16,
+    max_concurrency: int | None = None,
     cache: Cache | NullCache | None = None,
     retry: RetryPolicy | None = None,
 ) -> Judge | None:
     """A :class:`Judge` for ``model``, or None for the offline path.
 
-    ``cache`` and ``retry`` configure the :class:`LLMJudge` built around a backend; a
-    ready :class:`Judge` is used as is.
+    A backend gets an :class:`LLMJudge` with ``cache``, ``retry`` and the limiter its key
+    shares (``max_concurrency`` sets that limiter's bound; None leaves it as it is). A ready
+    :class:`Judge` is used as is.
     """
-    if model is None or (isinstance(model, str) and model.strip().lower() == "offline"):
+    choice = as_backend(model, use_structured_output=use_structured_output)
+    if choice is None or isinstance(choice, str):
         return None
-    if isinstance(model, Judge):
-        return model
-    if isinstance(model, str):
-        backend: ChatBackend = backend_from_spec(model, use_structured_output=use_structured_output)
-    elif isinstance(model, ChatBackend):
-        backend = model
-    elif is_langchain_model(model):
-        backend = LangChainBackend(model, use_structured_output=use_structured_output)
-    else:
-        raise TypeError(
-            f"cannot judge with a {type(model).__name__}: pass a spec string, a LangChain chat "
-            "model, a ChatBackend or a Judge"
-        )
-    return LLMJudge(
-        backend,
-        max_concurrency=max_concurrency,
-        bos_json_clause=bos_json_clause,
-        eos_json_clause=eos_json_clause,
-        cache=cache,
-        retry=retry,
-    )
+    if isinstance(choice, Judge):
+        return choice
+    return LLMJudge(choice, max_concurrency=max_concurrency, cache=cache, retry=retry)

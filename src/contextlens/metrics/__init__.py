@@ -1,5 +1,2 @@
-"""The context metrics."""
-
-from contextlens.metrics.context import Context
-
-__all__ = ["Context"]
+"""The metrics: one core scorer per module, registered by name (see
+:mod:`contextlens.metrics.registry`), with its prompts in ``prompts/``."""

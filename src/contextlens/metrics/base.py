@@ -1,98 +1,98 @@
-"""What every metric shares: the services it is given and how prompts are built."""
+"""What every metric is and is given: the :class:`Metric` protocol, :class:`Services`, and
+how prompts are built."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from contextlens.judges.base import Judge, Message
-from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS, format_instructions
-from contextlens.judges.resolve import resolve_judge
+from contextlens.backend import Message
+from contextlens.judges.base import DEFAULT_FENCE, Fence, Judge
+from contextlens.judges.parsing import format_instructions
+from contextlens.schemas import MetricResult
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from contextlens.embeddings.base import Embedder
 
-
-#: Which repeat of an item is being judged (``evaluate(..., repeats=k)``); part of the cache key.
-current_repeat: ContextVar[int] = ContextVar("contextlens_repeat", default=0)
-
-
-def _default_embedder() -> Embedder:
-    from contextlens.embeddings.minilm import default_embedder
-
-    return default_embedder()
-
-
-@dataclass(frozen=True)
-class Services:
-    """What a metric may call: a judge (None means the offline path) and an embedder."""
-
-    judge: Judge | None = None
-    embedder: Embedder = field(default_factory=_default_embedder)
-    bos_json_clause: str = DEFAULT_BOS
-    eos_json_clause: str = DEFAULT_EOS
-
-
-def make_services(
-    model: Any = None,
-    *,
-    embedder: Embedder | None = None,
-    use_structured_output: bool = False,
-    bos_json_clause: str = DEFAULT_BOS,
-    eos_json_clause: str = DEFAULT_EOS,
-) -> Services:
-    """Services for a facade's ``model=`` (anything :func:`resolve_judge` takes)."""
-    judge = resolve_judge(
-        model,
-        use_structured_output=use_structured_output,
-        bos_json_clause=bos_json_clause,
-        eos_json_clause=eos_json_clause,
-    )
-    extra: dict[str, Any] = {"embedder": embedder} if embedder is not None else {}
-    return Services(
-        judge=judge, bos_json_clause=bos_json_clause, eos_json_clause=eos_json_clause, **extra
-    )
-
-
-class Metric(Protocol):
-    """A metric: configuration plus one stateless coroutine.
-
-    ``compute`` may be called by many tasks at once with the same object; it returns a
-    result object and changes nothing on ``self``.
-    """
-
-    name: str
-    case_type: type
-
-    async def compute(self, case: Any, services: Services) -> Any: ...
-
+C = TypeVar("C", contravariant=True)
 
 #: The pass mark of a metric that has no threshold of its own (scores are probabilities).
 DEFAULT_PASS = 0.5
 
 
-def metric_threshold(metric: Any) -> float | None:
-    """A metric's own pass mark: its ``threshold`` (DeepEval style) or ``score_threshold``
-    attribute, ``None`` when it has neither."""
-    for attr in ("threshold", "score_threshold"):
-        value = getattr(metric, attr, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+@dataclass(frozen=True)
+class Services:
+    """What a metric may call: a judge (None means its offline algorithm) and an embedder."""
+
+    judge: Judge | None
+    embedder: Embedder
+
+
+@runtime_checkable
+class Metric(Protocol[C]):
+    """A metric: configuration plus one stateless coroutine.
+
+    ``name`` keys its results; ``case_type`` is the kind of case it scores (a
+    :class:`~contextlens.schemas.Dataset` session or a
+    :class:`~contextlens.schemas.ModelTestCase`). ``score`` may be called by many tasks at
+    once on the same object; it returns a result and changes nothing on ``self``. A result
+    that could not be computed has ``error`` set and no score.
+
+    Optional attributes: ``judge`` and ``embedder``, the metric's own (anything
+    :func:`contextlens.judges.as_backend` and :func:`contextlens.embeddings.as_embedder`
+    take; unset or None: the run's); ``threshold``, its pass mark (unset or None:
+    :data:`DEFAULT_PASS`); ``uses_judge = False`` for a metric that never asks a judge (it
+    is then given none). Read them with :func:`own_judge`, :func:`own_embedder`,
+    :func:`own_threshold` / :func:`pass_mark` and :func:`uses_judge`.
+    """
+
+    name: str
+    case_type: type
+
+    async def score(self, case: C, services: Services) -> MetricResult: ...
+
+
+def own_judge(metric: Metric[Any]) -> Any:
+    """The metric's own judge (``"offline"`` included), or None to take the run's."""
+    return getattr(metric, "judge", None)
+
+
+def uses_judge(metric: Metric[Any]) -> bool:
+    """Whether the metric may ask a judge (only embeddings otherwise)."""
+    return bool(getattr(metric, "uses_judge", True))
+
+
+def own_embedder(metric: Metric[Any]) -> Any:
+    """The metric's own embedder, or None to take the run's."""
+    return getattr(metric, "embedder", None)
+
+
+def own_threshold(metric: Metric[Any]) -> float | None:
+    """The metric's own pass mark (its ``threshold``), or None when it has none."""
+    value = getattr(metric, "threshold", None)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     return None
 
 
+def pass_mark(metric: Metric[Any]) -> float:
+    """The score at or above which an item passes: the metric's own threshold, else
+    :data:`DEFAULT_PASS`."""
+    own = own_threshold(metric)
+    return DEFAULT_PASS if own is None else own
+
+
 @cache
-def load_prompt(name: str) -> Template:
-    """A prompt template shipped in ``contextlens/metrics/prompts/``."""
-    text = resources.files("contextlens.metrics.prompts").joinpath(name).read_text("utf-8")
+def load_prompt(name: str, package: str = "contextlens.metrics.prompts") -> Template:
+    """A prompt template shipped as a package file (default ``contextlens/metrics/prompts/``)."""
+    text = resources.files(package).joinpath(name).read_text("utf-8")
     return Template(text)
 
 
@@ -115,7 +115,7 @@ def build_messages(
     system: str,
     user: str,
     schema: type[BaseModel],
-    services: Services,
+    fence: Fence = DEFAULT_FENCE,
     *,
     system_values: Mapping[str, str] | None = None,
     **values: str,
@@ -125,7 +125,7 @@ def build_messages(
     ``values`` fill the user prompt and are already-delimited data blocks; ``system_values``
     fill the system prompt's own placeholders besides ``$format``.
     """
-    instructions = format_instructions(schema, services.bos_json_clause, services.eos_json_clause)
+    instructions = format_instructions(schema, fence.bos, fence.eos)
     system_text = load_prompt(system).substitute(format=instructions, **(system_values or {}))
     return [
         {"role": "system", "content": system_text},

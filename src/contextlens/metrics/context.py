@@ -1,35 +1,38 @@
-"""``Context``: context awareness of an assistant over its sessions (gaussia's surface).
+"""Context awareness of a session: does each assistant reply follow the session's context?
 
-Each interaction of a session gets a score in [0, 1] for how well the reply follows the
-session's system context; the session's score is the weighted mean of its scored
-interactions, with a credible interval under :class:`~contextlens.stats.BayesianMode`.
+Each interaction of a session gets a score in [0, 1]; the session's score is the weighted
+mean of its scored interactions, with a credible interval under
+:class:`~contextlens.stats.BayesianMode`. A failed interaction is kept with its reason,
+counted, and left out of the mean; a session with none scored has no score and an error.
 
 With a judge, each interaction is one judge call returning reason and score together.
-Without one (``model=None``), the offline estimate of :mod:`contextlens.offline.support`
-scores each reply sentence by its support in the context and the reference reply.
+Without one, the offline estimate of :mod:`contextlens.offline.support` scores each reply
+sentence by its support in the context, the reference reply and the observation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
+from contextlens.backend import Message
 from contextlens.errors import JudgeError
-from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS
-from contextlens.logs import enable_verbose
-from contextlens.metrics.base import Services, build_messages, data_block, make_services
+from contextlens.judges.base import DEFAULT_FENCE, Fence
+from contextlens.metrics.base import Services, build_messages, data_block
+from contextlens.metrics.registry import metric
 from contextlens.offline.support import SupportItem, score_support
-from contextlens.retriever import Retriever
-from contextlens.schemas import Batch, ContextInteraction, ContextMetric, Dataset
-from contextlens.stats import FrequentistMode, StatisticalMode, resolve_weights
-from contextlens.sync import run_sync
+from contextlens.schemas import Batch, Dataset, MetricResult
+from contextlens.stats import BayesianMode, StatisticalMode, resolve_weights
 
 log = logging.getLogger("contextlens.context")
+
+__all__ = ["ContextAwareness", "ContextVerdict", "Interaction", "context_messages"]
 
 
 class ContextVerdict(BaseModel):
@@ -39,7 +42,18 @@ class ContextVerdict(BaseModel):
     score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False, description="0.0 to 1.0")
 
 
-def context_messages(session: Dataset, batch: Batch, services: Services) -> list[Any]:
+@dataclass(frozen=True)
+class Interaction:
+    """The verdict on one interaction: a score and its reason, or an error."""
+
+    qa_id: str
+    score: float | None
+    reason: str | None = None
+    error: str | None = None
+    weight: float | None = None
+
+
+def context_messages(session: Dataset, batch: Batch, fence: Fence = DEFAULT_FENCE) -> list[Message]:
     """The judge prompt for one interaction; every evaluated text sits in its own block."""
     extra = ""
     if batch.ground_truth_assistant.strip():
@@ -50,7 +64,7 @@ def context_messages(session: Dataset, batch: Batch, services: Services) -> list
         "context_system.md",
         "context_user.md",
         ContextVerdict,
-        services,
+        fence,
         context=data_block("context", session.context),
         query=data_block("user_query", batch.query),
         reply=data_block("assistant_reply", batch.assistant),
@@ -58,62 +72,64 @@ def context_messages(session: Dataset, batch: Batch, services: Services) -> list
     )
 
 
-def _load(retriever: type[Retriever] | Retriever, kwargs: dict[str, Any]) -> Iterable[Dataset]:
-    if isinstance(retriever, Retriever):
-        if kwargs:
-            raise TypeError(f"unexpected arguments for a retriever instance: {sorted(kwargs)}")
-        return retriever.load_dataset()
-    return retriever(**kwargs).load_dataset()
+@metric("context", reads=("session_id", "context", "conversation"))
+class ContextAwareness:
+    """Context awareness per session: weighted mean of how well each reply follows the context.
 
-
-class Context:
-    """Context awareness per session. A ``Context`` object is configuration only.
-
-    ``compute(session, services)`` evaluates one session; ``Context.run(...)`` and
-    ``await Context.arun(...)`` keep gaussia's call surface.
+    Args:
+        statistical_mode: the session's interval (default ``BayesianMode()``;
+            ``FrequentistMode()`` gives none).
+        judge: this metric's own judge (None: the run's).
+        fence: where the judge is asked to put its JSON reply.
+        name: the key of its results.
     """
 
-    name = "context"
     case_type = Dataset
 
-    def __init__(self, statistical_mode: StatisticalMode | None = None) -> None:
-        self.statistical_mode = statistical_mode or FrequentistMode()
+    def __init__(
+        self,
+        statistical_mode: StatisticalMode | None = None,
+        *,
+        judge: Any = None,
+        fence: Fence = DEFAULT_FENCE,
+        name: str = "context",
+    ) -> None:
+        self.statistical_mode = statistical_mode or BayesianMode()
+        self.judge = judge
+        self.fence = fence
+        self.name = name
 
-    async def compute(self, session: Dataset, services: Services) -> ContextMetric:
-        """Score every interaction of ``session`` and aggregate them."""
-        weights = resolve_weights(
-            [b.weight for b in session.conversation], label=session.session_id
-        )
+    def __repr__(self) -> str:
+        return f"ContextAwareness(name={self.name!r}, statistical_mode={self.statistical_mode!r})"
+
+    async def score(self, case: Dataset, services: Services) -> MetricResult:
+        """Score every interaction of the session ``case`` and aggregate them."""
+        weights = resolve_weights([b.weight for b in case.conversation], label=case.session_id)
         if services.judge is None:
-            interactions = await self._offline(session, services)
+            found = await self._offline(case, services)
         else:
-            interactions = list(
-                await asyncio.gather(
-                    *(self._judged(session, b, services) for b in session.conversation)
-                )
+            found = list(
+                await asyncio.gather(*(self._judged(case, b, services) for b in case.conversation))
             )
         interactions = [
-            i.model_copy(update={"weight": float(w)})
-            for i, w in zip(interactions, weights, strict=True)
+            Interaction(i.qa_id, i.score, i.reason, i.error, float(w))
+            for i, w in zip(found, weights, strict=True)
         ]
-        return self._aggregate(session, interactions, services)
+        return self._aggregate(case, interactions, services)
 
-    async def _judged(
-        self, session: Dataset, batch: Batch, services: Services
-    ) -> ContextInteraction:
+    async def _judged(self, session: Dataset, batch: Batch, services: Services) -> Interaction:
         assert services.judge is not None
         try:
             verdict = await services.judge.judge(
-                context_messages(session, batch, services), ContextVerdict
+                context_messages(session, batch, self.fence), ContextVerdict, fence=self.fence
             )
         except JudgeError as exc:
-            log.warning("session %s, %s: failed: %s", session.session_id, batch.qa_id, exc)
-            return ContextInteraction(qa_id=batch.qa_id, context_awareness=None, error=str(exc))
+            log.debug("session %s, %s: failed: %s", session.session_id, batch.qa_id, exc)
+            return Interaction(batch.qa_id, None, error=str(exc))
         out = verdict.output
-        log.info("session %s, %s: %.2f", session.session_id, batch.qa_id, out.score)
-        return ContextInteraction(qa_id=batch.qa_id, context_awareness=out.score, reason=out.reason)
+        return Interaction(batch.qa_id, out.score, out.reason)
 
-    async def _offline(self, session: Dataset, services: Services) -> list[ContextInteraction]:
+    async def _offline(self, session: Dataset, services: Services) -> list[Interaction]:
         items = [
             SupportItem(
                 b.assistant,
@@ -123,90 +139,43 @@ class Context:
             for b in session.conversation
         ]
         results = await score_support(items, services.embedder)
-        for batch, res in zip(session.conversation, results, strict=True):
-            log.info("session %s, %s: %.2f (offline)", session.session_id, batch.qa_id, res.score)
         return [
-            ContextInteraction(qa_id=b.qa_id, context_awareness=round(r.score, 6), reason=r.reason)
+            Interaction(b.qa_id, round(r.score, 6), r.reason)
             for b, r in zip(session.conversation, results, strict=True)
         ]
 
     def _aggregate(
-        self, session: Dataset, interactions: Sequence[ContextInteraction], services: Services
-    ) -> ContextMetric:
-        scored = [i for i in interactions if not i.failed]
-        values = np.array([i.context_awareness for i in scored], dtype=float)
+        self, session: Dataset, interactions: Sequence[Interaction], services: Services
+    ) -> MetricResult:
+        scored = [i for i in interactions if i.error is None and i.score is not None]
+        failed = [i for i in interactions if i.error is not None or i.score is None]
+        values = np.array([i.score for i in scored], dtype=float)
         weights = np.array([i.weight for i in scored], dtype=float)
         if len(scored):
-            weights = (
-                weights / weights.sum()
-                if weights.sum() > 0
-                else np.full(len(scored), 1 / len(scored))
-            )
+            total = weights.sum()
+            weights = weights / total if total > 0 else np.full(len(scored), 1 / len(scored))
         estimate = self.statistical_mode.estimate(values, weights, key=session.session_id)
-        return ContextMetric(
-            session_id=session.session_id,
-            assistant_id=session.assistant_id,
-            n_interactions=len(interactions),
-            n_failed=len(interactions) - len(scored),
-            context_awareness=estimate.value,
-            context_awareness_ci_low=estimate.ci_low,
-            context_awareness_ci_high=estimate.ci_high,
-            interactions=list(interactions),
-            judge=services.judge.name if services.judge else "offline",
-        )
-
-    @classmethod
-    async def arun(
-        cls,
-        retriever: type[Retriever] | Retriever,
-        model: Any = None,
-        statistical_mode: StatisticalMode | None = None,
-        use_structured_output: bool = False,
-        bos_json_clause: str = DEFAULT_BOS,
-        eos_json_clause: str = DEFAULT_EOS,
-        verbose: bool = False,
-        **retriever_kwargs: Any,
-    ) -> list[ContextMetric]:
-        """Evaluate every session the retriever loads; one :class:`ContextMetric` each.
-
-        ``model`` is a LangChain chat model, a :class:`~contextlens.judges.Judge`, a spec
-        string (``"openai:gpt-4o-mini"``, ``"http://localhost:11434/v1#llama3.1"``), or
-        None for the offline estimate. Other keyword arguments go to the retriever.
-        """
-        if verbose:
-            enable_verbose()
-        services = make_services(
-            model,
-            use_structured_output=use_structured_output,
-            bos_json_clause=bos_json_clause,
-            eos_json_clause=eos_json_clause,
-        )
-        metric = cls(statistical_mode)
-        sessions = _load(retriever, retriever_kwargs)
-        return list(await asyncio.gather(*(metric.compute(s, services) for s in sessions)))
-
-    @classmethod
-    def run(
-        cls,
-        retriever: type[Retriever] | Retriever,
-        model: Any = None,
-        statistical_mode: StatisticalMode | None = None,
-        use_structured_output: bool = False,
-        bos_json_clause: str = DEFAULT_BOS,
-        eos_json_clause: str = DEFAULT_EOS,
-        verbose: bool = False,
-        **retriever_kwargs: Any,
-    ) -> list[ContextMetric]:
-        """Synchronous :meth:`arun`; works inside a running event loop too."""
-        return run_sync(
-            cls.arun(
-                retriever,
-                model=model,
-                statistical_mode=statistical_mode,
-                use_structured_output=use_structured_output,
-                bos_json_clause=bos_json_clause,
-                eos_json_clause=eos_json_clause,
-                verbose=verbose,
-                **retriever_kwargs,
+        details: dict[str, Any] = {
+            "judge": services.judge.name if services.judge else "offline",
+            "n_interactions": len(interactions),
+            "n_failed": len(failed),
+            "ci_low": estimate.ci_low,
+            "ci_high": estimate.ci_high,
+            "interactions": [asdict(i) for i in interactions],
+        }
+        if not scored:
+            first = failed[0].error if failed else "the session has no interactions"
+            return MetricResult(
+                metric=self.name,
+                score=None,
+                error=f"all {len(interactions)} interactions failed; first: {first}",
+                details=details,
             )
-        )
+        worst = min(scored, key=lambda i: i.score or 0.0)
+        reason = f"lowest interaction {worst.qa_id} ({worst.score:.2f}): {worst.reason}"
+        if failed:
+            reason += (
+                f" ({len(failed)} of {len(interactions)} interactions failed, "
+                f"first {failed[0].qa_id}: {failed[0].error})"
+            )
+        return MetricResult(metric=self.name, score=estimate.value, reason=reason, details=details)

@@ -1,11 +1,13 @@
-"""``ContextSimilarityEvaluator``: embedding similarity of a RAG answer's contexts (novastack).
+"""Context similarity: embedding similarity of a RAG answer's contexts.
 
 For one case (query, generated answer, retrieved contexts) it scores each context against
 the query (retrieval quality) and against the answer (grounding), averages each side over
 the contexts, and combines the two side means by their harmonic mean, which is low when
 either side is low. ``passing`` is ``score >= score_threshold``.
 
-The call surface and result dict are novastack's; the behaviour fixes its defects:
+The result dict is novastack's (its surface is
+:class:`contextlens.compat.novastack.ContextSimilarityEvaluator`); the behaviour fixes its
+defects:
 
 * **Every similarity is in [0, 1]**, so thresholds and the harmonic mean mean the same in
   every mode. All vectors are L2-normalised first (the embedder protocol says so, and we
@@ -21,8 +23,8 @@ The call surface and result dict are novastack's; the behaviour fixes its defect
   novastack returned raw cosine / dot / negative distance; a raw-cosine threshold ``t``
   corresponds to ``(t + 1) / 2`` here.
 * **Each text is embedded once.** Query, answer and contexts go to the embedder in one
-  call (novastack embedded every context twice, one call per text); ``evaluate_batch``
-  embeds each distinct text of the whole batch once, in ``ceil(n / batch_size)`` calls.
+  call (novastack embedded every context twice, one call per text), and the embedders
+  gather the concurrent calls of many cases into batches.
 * **Blank contexts** (empty or whitespace only) are skipped, as in novastack, but reported:
   ``contexts_score`` lists the scores of the non-blank contexts in order, and the result
   gets an extra key ``"skipped_contexts"`` (their indices in ``contexts``) only when some
@@ -37,20 +39,25 @@ The call surface and result dict are novastack's; the behaviour fixes its defect
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
-from contextlens.embeddings.adapters import as_embedder, checked_vectors
+from contextlens.embeddings.adapters import checked_vectors
 from contextlens.embeddings.base import Embedder
 from contextlens.metrics.base import Services
+from contextlens.metrics.registry import metric
 from contextlens.schemas import MetricResult, ModelTestCase
-from contextlens.sync import run_sync
 
-__all__ = ["SIMILARITY_MODES", "ContextSimilarityEvaluator", "SimilarityModeName"]
+__all__ = [
+    "SIMILARITY_MODES",
+    "ContextSimilarityScorer",
+    "SimilarityModeName",
+    "validate_similarity_case",
+]
 
 SimilarityModeName = Literal["cosine", "dot_product", "euclidean"]
 SIMILARITY_MODES: tuple[str, ...] = ("cosine", "dot_product", "euclidean")
@@ -87,7 +94,7 @@ def _blank(text: Any) -> bool:
     return not isinstance(text, str) or not text.strip()
 
 
-def _validate(query: Any, answer: Any, contexts: Any, where: str = "") -> _Case:
+def validate_similarity_case(query: Any, answer: Any, contexts: Any, where: str = "") -> _Case:
     """A :class:`_Case`, or ValueError/TypeError naming every missing or mistyped field."""
     for name, value in (("query", query), ("generated_text", answer)):
         if value is not None and not isinstance(value, str):
@@ -118,33 +125,34 @@ def _harmonic(q: float, a: float) -> float:
     return 0.0 if q + a == 0 else 2.0 * q * a / (q + a)
 
 
-class ContextSimilarityEvaluator:
+@metric("context-similarity", reads=("input", "actual_output", "retrieval_context"))
+class ContextSimilarityScorer:
     """Query-context and answer-context embedding similarity, combined by harmonic mean.
 
     Args:
-        embed_model: anything :func:`~contextlens.embeddings.adapters.as_embedder` accepts
-            (None: the bundled offline MiniLM; a LangChain, LlamaIndex or novastack
-            embedding; a contextlens ``Embedder``).
         similarity_mode: ``"cosine"``, ``"dot_product"`` or ``"euclidean"``; each maps to
             [0, 1] as the module docstring describes.
-        score_threshold: ``passing`` is ``score >= score_threshold``; in [0, 1].
-        batch_size: at most this many texts per ``embed`` call in ``evaluate_batch``.
+        score_threshold: an item passes when ``score >= score_threshold``; in [0, 1].
+        embedder: this metric's own embedder (anything
+            :func:`~contextlens.embeddings.adapters.as_embedder` takes; None: the run's).
+        name: the key of its results.
 
-    The object is configuration only: ``evaluate``/``aevaluate``/``compute`` may run
-    concurrently on one instance. ``compute(case, services)`` uses ``embed_model`` when one
-    was given, else the runner's ``services.embedder``.
+    A case is a :class:`ModelTestCase` (``input``, ``actual_output``,
+    ``retrieval_context``), or a mapping or object with novastack's ``query``,
+    ``generated_text`` and ``contexts``. ``details`` is novastack's result dict. Invalid
+    input or an unusable embedding raises a ``ValueError`` / ``TypeError`` naming it.
     """
 
-    name = "context_similarity"
     case_type = ModelTestCase
+    uses_judge = False
 
     def __init__(
         self,
-        embed_model: Any = None,
         similarity_mode: SimilarityModeName | str = "cosine",
         score_threshold: float = 0.8,
         *,
-        batch_size: int = 2048,
+        embedder: Any = None,
+        name: str = "context_similarity",
     ) -> None:
         mode = getattr(similarity_mode, "value", similarity_mode)  # accepts str enums too
         if mode not in SIMILARITY_MODES:
@@ -156,87 +164,28 @@ class ContextSimilarityEvaluator:
             raise TypeError(f"score_threshold must be a number, got {score_threshold!r}")
         if not 0.0 <= float(score_threshold) <= 1.0:
             raise ValueError(f"score_threshold must be between 0.0 and 1.0, got {score_threshold}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.embed_model = embed_model
         self.similarity_mode: str = mode
         self.score_threshold = float(score_threshold)
-        self.batch_size = batch_size
-        self._embedder: Embedder = as_embedder(embed_model)
+        self.embedder = embedder
+        self.name = name
+
+    @property
+    def threshold(self) -> float:
+        """The pass mark (``score_threshold``)."""
+        return self.score_threshold
 
     def __repr__(self) -> str:
         return (
-            f"ContextSimilarityEvaluator(embed_model={self._embedder.name!r}, "
-            f"similarity_mode={self.similarity_mode!r}, score_threshold={self.score_threshold})"
+            f"ContextSimilarityScorer(similarity_mode={self.similarity_mode!r}, "
+            f"score_threshold={self.score_threshold}, name={self.name!r})"
         )
 
-    # --- public surface (novastack) ----------------------------------------------------
-
-    def evaluate(
-        self,
-        query: str | None = None,
-        generated_text: str | None = None,
-        contexts: Sequence[str] | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        """Score one case; returns novastack's result dict. Extra keyword arguments are
-        ignored, as in novastack. Works inside a running event loop too."""
-        return run_sync(self.aevaluate(query, generated_text, contexts, **kwargs))
-
-    async def aevaluate(
-        self,
-        query: str | None = None,
-        generated_text: str | None = None,
-        contexts: Sequence[str] | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        """Async :meth:`evaluate`: one ``embed`` call for query, answer and contexts."""
-        del kwargs  # accepted and ignored, as in novastack
-        case = _validate(query, generated_text, contexts)
-        [result] = await self._score([case], self._embedder, labels=_single_labels)
-        return result
-
-    def evaluate_batch(self, cases: Iterable[Any]) -> list[dict[str, Any]]:
-        """Score many cases (dicts or objects with ``query``, ``generated_text``,
-        ``contexts``), embedding each distinct text of the batch once."""
-        return run_sync(self.aevaluate_batch(cases))
-
-    async def aevaluate_batch(self, cases: Iterable[Any]) -> list[dict[str, Any]]:
-        """Async :meth:`evaluate_batch`. Every case is validated before anything is
-        embedded; invalid ones raise one ValueError naming them (up to five)."""
-        validated: list[_Case] = []
-        errors: list[str] = []
-        for i, raw in enumerate(cases):
-            try:
-                validated.append(
-                    _validate(
-                        _field(raw, "query"),
-                        _field(raw, "generated_text"),
-                        _field(raw, "contexts"),
-                        where=f"cases[{i}]: ",
-                    )
-                )
-            except ValueError as exc:
-                errors.append(str(exc))
-        if errors:
-            more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-            raise ValueError("; ".join(errors[:5]) + more)
-        return await self._score(validated, self._embedder, labels=_batch_labels)
-
-    async def compute(self, case: Any, services: Services) -> MetricResult:
-        """The runner's entry point: one case in, a :class:`MetricResult` out.
-
-        ``details`` is the novastack dict. Invalid input or an unusable embedding (both
-        ``ValueError``/``TypeError``) gives a failed result with the reason, not a score.
-        """
-        embedder = self._embedder if self.embed_model is not None else services.embedder
-        try:
-            valid = _validate(
-                _field(case, "query"), _field(case, "generated_text"), _field(case, "contexts")
-            )
-            [result] = await self._score([valid], embedder, labels=_single_labels)
-        except (ValueError, TypeError) as exc:
-            return MetricResult(metric=self.name, score=None, error=str(exc))
+    async def score(self, case: Any, services: Services) -> MetricResult:
+        """One case in, a :class:`MetricResult` whose ``details`` is novastack's dict."""
+        valid = validate_similarity_case(
+            _field(case, "query"), _field(case, "generated_text"), _field(case, "contexts")
+        )
+        [result] = await self.score_many([valid], services.embedder)
         q = result["query_context_similarity"]["score"]
         a = result["answer_context_similarity"]["score"]
         return MetricResult(
@@ -264,35 +213,25 @@ class ContextSimilarityEvaluator:
         # cosine and dot_product coincide on unit vectors
         return np.clip((rows @ ref + 1.0) / 2.0, 0.0, 1.0)
 
-    async def _embed_all(
-        self, texts: list[str], labels: list[str], embedder: Embedder
-    ) -> dict[str, NDArray[np.float32]]:
-        """Vectors of distinct ``texts``, in ``ceil(len / batch_size)`` embed calls."""
-        out: dict[str, NDArray[np.float32]] = {}
-        for start in range(0, len(texts), self.batch_size):
-            chunk = texts[start : start + self.batch_size]
-            raw = await embedder.embed(chunk)
-            vecs = checked_vectors(
-                raw, chunk, embedder.name, labels[start : start + self.batch_size]
-            )
-            out.update(zip(chunk, vecs, strict=True))
-        return out
-
-    async def _score(
+    async def score_many(
         self,
         cases: list[_Case],
         embedder: Embedder,
-        labels: Callable[[int, str], str],
+        labels: Callable[[int, str], str] | None = None,
     ) -> list[dict[str, Any]]:
-        """The one code path: embed every distinct text once, then score each case."""
+        """novastack's dict for each validated case, embedding every distinct text once in
+        one call; ``labels(i, field)`` names a text in errors (default: the field)."""
+        label = labels or _single_labels
         first_seen: dict[str, str] = {}
         for i, c in enumerate(cases):
-            first_seen.setdefault(c.query, labels(i, "query"))
-            first_seen.setdefault(c.answer, labels(i, "generated_text"))
+            first_seen.setdefault(c.query, label(i, "query"))
+            first_seen.setdefault(c.answer, label(i, "generated_text"))
             for j in c.kept:
-                first_seen.setdefault(c.contexts[j], labels(i, f"contexts[{j}]"))
+                first_seen.setdefault(c.contexts[j], label(i, f"contexts[{j}]"))
         texts = list(first_seen)
-        vectors = await self._embed_all(texts, [first_seen[t] for t in texts], embedder)
+        raw = await embedder.embed(texts)
+        checked = checked_vectors(raw, texts, embedder.name, list(first_seen.values()))
+        vectors = dict(zip(texts, checked, strict=True))
         return [self._result(c, vectors) for c in cases]
 
     def _result(self, case: _Case, vectors: dict[str, NDArray[np.float32]]) -> dict[str, Any]:
@@ -315,7 +254,3 @@ class ContextSimilarityEvaluator:
 
 def _single_labels(_: int, field: str) -> str:
     return field
-
-
-def _batch_labels(i: int, field: str) -> str:
-    return f"cases[{i}].{field}"

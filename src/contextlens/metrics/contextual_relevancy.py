@@ -1,13 +1,8 @@
-"""``ContextualRelevancyMetric``: how much of the retrieved context bears on the input.
-
-DeepEval's and agensight's call surface: a user changes only the import.
-
-    metric = ContextualRelevancyMetric(threshold=0.7, model="gpt-4o-mini")
-    metric.measure(ModelTestCase(input=..., actual_output=..., retrieval_context=[...]))
-    metric.score, metric.reason, metric.success
+"""Contextual relevancy: how much of the retrieved context bears on the input.
 
 ``score = relevant statements / all statements`` over every chunk of ``retrieval_context``
-(strict mode: 1.0 when every statement is relevant, else 0.0).
+(strict mode: 1.0 when every statement is relevant, else 0.0). DeepEval's and agensight's
+surface over it is :class:`contextlens.compat.deepeval.ContextualRelevancyMetric`.
 
 With a judge, ONE call per test case lists every chunk in its own numbered data block and
 asks for the statements of each chunk with a ``"yes"``/``"no"`` verdict (an enum, so any
@@ -17,10 +12,14 @@ asked from the judge, and the reason starts with the computed counts ("3 of 5 st
 are relevant."), so score and reason cannot disagree (DeepEval issue #3079). The chunks
 are split over several calls only when the prompt would exceed ``max_prompt_tokens``.
 
-Without a judge (``model=None``) the offline estimate of
-:mod:`contextlens.offline.relevance` judges each sentence of each chunk, read in its chunk:
-a chunk's probability of answering the input is shared out over its sentences, the
-best-matching first, so the score is about the share of the context that answers.
+An ``evaluation_template`` replaces the prompt text: a DeepEval-shaped template (a class or
+object with ``generate_verdicts(input, context)`` and optionally ``generate_reason(input,
+irrelevancies, relevant_statements, score)``), an object with ``system`` / ``user`` strings,
+or a callable. The reply format is always appended, so the reply can still be validated.
+
+Without a judge the offline estimate of :mod:`contextlens.offline.relevance` judges each
+sentence of each chunk, read in its chunk. It has no prompt: a given template is reported as
+unused (a warning and ``details["template"]``).
 
 Decisions: ``retrieval_context=None`` raises :class:`~contextlens.errors.InputError` (a
 ``ValueError``) naming the field, as DeepEval requires it too; an empty list or only blank
@@ -31,10 +30,10 @@ chunks is a computed 0.0 ("the retrieval context is empty"), not a failure. A bl
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from functools import cache
 from string import Template
@@ -42,35 +41,37 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
-from contextlens.embeddings.base import Embedder
-from contextlens.errors import InputError, JudgeError, MetricComputationError
-from contextlens.judges.base import Judgement, Message, Usage
+from contextlens.backend import Message, Usage
+from contextlens.errors import InputError, JudgeError
+from contextlens.judges.base import DEFAULT_FENCE, Judgement
 from contextlens.judges.parsing import format_instructions
-from contextlens.logs import enable_verbose
-from contextlens.metrics.base import (
-    Services,
-    build_messages,
-    data_block,
-    load_prompt,
-    make_services,
-)
+from contextlens.metrics.base import Services, build_messages, data_block, load_prompt
+from contextlens.metrics.registry import metric
 from contextlens.offline.relevance import RelevanceItem, StatementRelevance, score_relevance
 from contextlens.schemas import MetricResult, ModelTestCase
-from contextlens.sync import run_sync
 
 log = logging.getLogger("contextlens.contextual_relevancy")
+
+__all__ = [
+    "ContextualRelevancyScorer",
+    "ContextualRelevancyTemplate",
+    "relevancy_messages",
+    "verdicts_schema",
+]
 
 SYSTEM_PROMPT = "contextual_relevancy_system.md"
 USER_PROMPT = "contextual_relevancy_user.md"
 #: Default prompt budget of one judge call, in tokens estimated as characters / 4.
 DEFAULT_MAX_PROMPT_TOKENS = 12_000
+#: Put before the reply format after a user's template, which may describe another one.
+FORMAT_OVERRIDE = "Whatever reply format was described above, reply in this one instead."
 
 Chunk = tuple[int, str]  # (index in retrieval_context, text)
 Verdict = dict[str, Any]
 PromptBuilder = Callable[[str, str, str], list[Message]]
 
 
-# --- the judge's reply schema --------------------------------------------------------------
+# --- the judge's reply schemas -------------------------------------------------------------
 
 
 @cache
@@ -111,7 +112,41 @@ def verdicts_schema(n_chunks: int, with_reason: bool) -> type[BaseModel]:
     )
 
 
+class ReasonReply(BaseModel):
+    """The reply to a template's ``generate_reason`` prompt."""
+
+    reason: str = Field(min_length=1)
+
+
 # --- prompts --------------------------------------------------------------------------------
+
+
+class ContextualRelevancyTemplate:
+    """DeepEval's template shape, with contextlens's prompts: subclass it and override
+    ``generate_verdicts`` and/or ``generate_reason`` (static methods returning the prompt
+    text), then pass the class as ``evaluation_template``.
+
+    ``generate_verdicts`` gets the delimited input and every chunk, numbered, at once (one
+    judge call per test case); the reply format is appended to what it returns.
+    ``generate_reason``, when overridden, is asked in a second call with the statements
+    found irrelevant (their reasons), the relevant ones and the computed score.
+    """
+
+    @staticmethod
+    def generate_verdicts(input: str, context: str) -> str:
+        system = load_prompt(SYSTEM_PROMPT).safe_substitute(format="")
+        user = load_prompt(USER_PROMPT).safe_substitute(input=input, chunks=context)
+        return f"{system.strip()}\n\n{user}"
+
+    @staticmethod
+    def generate_reason(
+        input: str, irrelevancies: list[str], relevant_statements: list[str], score: float
+    ) -> str:
+        return (
+            f"In one or two sentences, say why the retrieved context scores {score} for "
+            f"relevance to the input.\n{input}\nIrrelevant, with why: {irrelevancies}\n"
+            f"Relevant statements: {relevant_statements}"
+        )
 
 
 def _chunk_blocks(chunks: Sequence[str]) -> str:
@@ -122,10 +157,26 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(rf"\$(?:{name}\b|\{{{name}\}})", text) is not None
 
 
+def _overrides(template: Any, method: str) -> bool:
+    """Whether a DeepEval-shaped template brings its own ``method``."""
+    own = getattr(template, method, None)
+    return callable(own) and own is not getattr(ContextualRelevancyTemplate, method)
+
+
 def _template_builder(template: Any) -> PromptBuilder | None:
     """How ``evaluation_template`` turns (input, chunks, format) blocks into messages."""
     if template is None:
         return None
+    if hasattr(template, "generate_verdicts"):
+        if not _overrides(template, "generate_verdicts"):
+            return None  # ours, unchanged: the default prompts
+        generate = template.generate_verdicts
+
+        def from_deepeval(input_block: str, chunks_block: str, fmt: str) -> list[Message]:
+            text = str(generate(input=input_block, context=chunks_block))
+            return [{"role": "user", "content": f"{text}\n\n{FORMAT_OVERRIDE}\n{fmt}"}]
+
+        return from_deepeval
     system = getattr(template, "system", None)
     user = getattr(template, "user", None)
     if isinstance(system, str) or isinstance(user, str):
@@ -144,7 +195,7 @@ def _template_builder(template: Any) -> PromptBuilder | None:
             ]
 
         return from_texts
-    if callable(template):
+    if callable(template) and not isinstance(template, type):
 
         def from_callable(input_block: str, chunks_block: str, fmt: str) -> list[Message]:
             text = str(template(input=input_block, chunks=chunks_block, format=fmt))
@@ -154,16 +205,15 @@ def _template_builder(template: Any) -> PromptBuilder | None:
 
         return from_callable
     raise TypeError(
-        "evaluation_template must have a 'system' and/or 'user' string attribute, or be a "
-        "callable (input=..., chunks=..., format=...) -> str; DeepEval template classes "
-        f"are not supported (got {type(template).__name__})"
+        "evaluation_template must be a DeepEval-style template (generate_verdicts), have a "
+        "'system' and/or 'user' string attribute, or be a callable "
+        f"(input=..., chunks=..., format=...) -> str; got {template!r}"
     )
 
 
 def relevancy_messages(
     input_text: str,
     chunks: Sequence[str],
-    services: Services,
     *,
     include_reason: bool = True,
     template: Any = None,
@@ -174,10 +224,26 @@ def relevancy_messages(
     builder = _template_builder(template)
     if builder is None:
         return build_messages(
-            SYSTEM_PROMPT, USER_PROMPT, schema, services, input=input_block, chunks=chunks_block
+            SYSTEM_PROMPT, USER_PROMPT, schema, input=input_block, chunks=chunks_block
         )
-    fmt = format_instructions(schema, services.bos_json_clause, services.eos_json_clause)
+    fmt = format_instructions(schema, DEFAULT_FENCE.bos, DEFAULT_FENCE.eos)
     return builder(input_block, chunks_block, fmt)
+
+
+def reason_messages(
+    template: Any, input_text: str, verdicts: Sequence[Verdict], score: float
+) -> list[Message]:
+    """The prompt of a template's own ``generate_reason``, with the reply format appended."""
+    text = str(
+        template.generate_reason(
+            input=data_block("input", input_text),
+            irrelevancies=[v["reason"] for v in verdicts if v["verdict"] == "no"],
+            relevant_statements=[v["statement"] for v in verdicts if v["verdict"] == "yes"],
+            score=round(score, 2),
+        )
+    )
+    fmt = format_instructions(ReasonReply, DEFAULT_FENCE.bos, DEFAULT_FENCE.eos)
+    return [{"role": "user", "content": f"{text}\n\n{FORMAT_OVERRIDE}\n{fmt}"}]
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
@@ -193,55 +259,42 @@ def _counts(relevant: int, total: int) -> str:
 # --- the metric -----------------------------------------------------------------------------
 
 
-class ContextualRelevancyMetric:
-    """Share of the statements in ``retrieval_context`` that are relevant to ``input``.
+@metric("contextual-relevancy", reads=("input", "retrieval_context"))
+class ContextualRelevancyScorer:
+    """Share of the statements in the retrieved context that are relevant to the input.
 
     Args:
         threshold: the minimum passing score (1.0 in strict mode).
-        model: None for the offline estimate; a LangChain chat model; a
-            :class:`~contextlens.judges.Judge`; a spec string (``"openai:gpt-4o-mini"``,
-            ``"http://localhost:11434/v1#llama3.1"``) or a bare OpenAI model name.
         include_reason: ask for and return a reason; False asks for none (shorter reply)
             and leaves ``reason`` None.
-        async_mode: accepted for DeepEval compatibility; both modes run the same async core.
         strict_mode: score 1.0 when every statement is relevant, else 0.0; threshold 1.
-        verbose_mode: log the verdicts (logger ``contextlens.contextual_relevancy``) and
-            keep them in ``verbose_logs``.
-        evaluation_template: replaces the prompt text. Either an object or class with a
-            ``system`` and/or ``user`` string attribute (the one not given keeps the
-            default), or a callable ``(input=..., chunks=..., format=...) -> str`` whose
-            text is sent as the only (user) message. Strings are ``string.Template``
-            texts with ``$input`` (the delimited input), ``$chunks`` (the numbered,
-            delimited chunks) and ``$format`` (the JSON answer format); when no text
-            uses ``$format`` it is appended to the user message. The reply must still
-            follow the format. DeepEval's template classes are not accepted.
+        evaluation_template: replaces the prompt text (see the module docstring). Texts
+            given as ``system`` / ``user`` strings are ``string.Template`` texts with
+            ``$input`` (the delimited input), ``$chunks`` (the numbered, delimited chunks)
+            and ``$format`` (the reply format; appended when no text uses it).
         max_prompt_tokens: the prompt budget of one judge call (characters / 4); longer
             contexts are split over several calls, one chunk at least per call.
-        embedder: the embedder of the offline path (default: the bundled MiniLM).
+        judge: this metric's own judge (None: the run's).
+        embedder: this metric's own embedder for the offline path (None: the run's).
+        name: the key of its results.
 
-    ``measure`` / ``a_measure`` set ``score``, ``reason``, ``success``, ``verdicts``,
-    ``evaluation_cost``, ``error`` and ``verbose_logs`` from the last call. ``verdicts``
-    (also ``MetricResult.details["verdicts"]``) are dicts ``{chunk, statement, verdict,
-    reason}``, ``chunk`` being the 0-based index in ``retrieval_context`` (offline adds
-    ``relevance``). The stateless
-    ``compute(case, services)`` changes nothing on the object and may run concurrently.
+    ``details["verdicts"]`` are dicts ``{chunk, statement, verdict, reason}``, ``chunk``
+    being the 0-based index in ``retrieval_context`` (offline adds ``relevance``).
     """
 
-    name = "contextual_relevancy"
     case_type = ModelTestCase
 
     def __init__(
         self,
         threshold: float = 0.5,
-        model: Any = None,
-        include_reason: bool = True,
-        async_mode: bool = True,
-        strict_mode: bool = False,
-        verbose_mode: bool = False,
-        evaluation_template: Any = None,
         *,
+        include_reason: bool = True,
+        strict_mode: bool = False,
+        evaluation_template: Any = None,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
-        embedder: Embedder | None = None,
+        judge: Any = None,
+        embedder: Any = None,
+        name: str = "contextual_relevancy",
     ) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold}")
@@ -250,82 +303,25 @@ class ContextualRelevancyMetric:
         _template_builder(evaluation_template)  # fail early on an unusable template
         self.threshold = 1.0 if strict_mode else threshold
         self.include_reason = include_reason
-        self.async_mode = async_mode
         self.strict_mode = strict_mode
-        self.verbose_mode = verbose_mode
         self.evaluation_template = evaluation_template
         self.max_prompt_tokens = max_prompt_tokens
-        self.services = make_services(model, embedder=embedder)
-        self.evaluation_model = self.services.judge.name if self.services.judge else "offline"
-        # The last result (set by measure / a_measure only).
-        self.result: MetricResult | None = None
-        self.score: float | None = None
-        self.reason: str | None = None
-        self.success: bool | None = None
-        self.verdicts: list[Verdict] = []
-        self.evaluation_cost: float | None = None
-        self.error: str | None = None
-        self.verbose_logs: str | None = None
-
-    @property
-    def __name__(self) -> str:  # type: ignore[override]
-        return "Contextual Relevancy"
+        self.judge = judge
+        self.embedder = embedder
+        self.name = name
 
     def __repr__(self) -> str:
         return (
-            f"ContextualRelevancyMetric(threshold={self.threshold}, "
-            f"model={self.evaluation_model!r}, strict_mode={self.strict_mode})"
+            f"ContextualRelevancyScorer(threshold={self.threshold}, "
+            f"strict_mode={self.strict_mode}, name={self.name!r})"
         )
 
-    # --- DeepEval facade ------------------------------------------------------------------
+    @property
+    def _reason_call(self) -> bool:
+        """Whether the reason is asked in a call of its own (the template's prompt)."""
+        return self.include_reason and _overrides(self.evaluation_template, "generate_reason")
 
-    def measure(self, test_case: ModelTestCase, *args: Any, **kwargs: Any) -> float:
-        """Score ``test_case``; works inside a running event loop too.
-
-        Raises :class:`~contextlens.errors.MetricComputationError` when the judge gave no
-        usable reply, and ``InputError`` for a missing ``retrieval_context``. DeepEval's
-        extra arguments (``_show_indicator`` ...) are accepted and ignored.
-        """
-        return run_sync(self.a_measure(test_case))
-
-    async def a_measure(self, test_case: ModelTestCase, *args: Any, **kwargs: Any) -> float:
-        """Asynchronous :meth:`measure`."""
-        if self.verbose_mode:
-            enable_verbose()
-        try:
-            result = await self.compute(test_case, self.services)
-        except InputError as exc:
-            self._store(MetricResult(metric=self.name, score=None, error=str(exc)))
-            raise
-        self._store(result)
-        if result.failed:
-            raise MetricComputationError(f"{self.__name__}: {result.error}")
-        assert result.score is not None
-        return result.score
-
-    def is_successful(self) -> bool:
-        """Whether the last measured score passed the threshold."""
-        return self.error is None and bool(self.success)
-
-    def _store(self, result: MetricResult) -> None:
-        self.result = result
-        self.score = result.score
-        self.reason = result.reason
-        self.error = result.error
-        self.success = False if result.failed else result.success
-        self.verdicts = list(result.details.get("verdicts", []))
-        self.evaluation_cost = result.cost
-        self.verbose_logs = (
-            f"Verdicts:\n{json.dumps(self.verdicts, indent=2, ensure_ascii=False)}\n\n"
-            f"Score: {self.score}\nReason: {self.reason}"
-            + (f"\nError: {self.error}" if self.error else "")
-        )
-        if self.verbose_mode:
-            log.info("%s\n%s", self.__name__, self.verbose_logs)
-
-    # --- stateless core -------------------------------------------------------------------
-
-    async def compute(self, case: ModelTestCase, services: Services) -> MetricResult:
+    async def score(self, case: ModelTestCase, services: Services) -> MetricResult:
         """Score one test case; changes nothing on ``self``."""
         chunks = _chunks(case)
         if not chunks:
@@ -341,9 +337,7 @@ class ContextualRelevancyMetric:
     ) -> MetricResult:
         relevant = sum(v["verdict"] == "yes" for v in verdicts)
         total = len(verdicts)
-        score = relevant / total if total else 0.0
-        if self.strict_mode:
-            score = 1.0 if total and relevant == total else 0.0
+        score = self._score(relevant, total)
         reason = None
         if self.include_reason:
             reason = explanation if not total else _counts(relevant, total)
@@ -357,6 +351,11 @@ class ContextualRelevancyMetric:
             success=score >= self.threshold,
             details=details,
         )
+
+    def _score(self, relevant: int, total: int) -> float:
+        if self.strict_mode:
+            return 1.0 if total and relevant == total else 0.0
+        return relevant / total if total else 0.0
 
     # --- offline --------------------------------------------------------------------------
 
@@ -376,50 +375,51 @@ class ContextualRelevancyMetric:
             }
             for s in found.statements
         ]
-        log.info("%s (offline): %d of %d relevant", input_text[:60], found.relevant, found.total)
-        return self._result(
-            verdicts,
-            _offline_explanation(found.statements),
-            {
-                "method": "offline",
-                "chunk_relevance": [
-                    {"chunk": chunks[i][0], "relevance": round(r, 4)}
-                    for i, r in enumerate(found.chunk_relevance)
-                ],
-            },
-        )
+        extra: dict[str, Any] = {
+            "method": "offline",
+            "chunk_relevance": [
+                {"chunk": chunks[i][0], "relevance": round(r, 4)}
+                for i, r in enumerate(found.chunk_relevance)
+            ],
+        }
+        if self.evaluation_template is not None:
+            extra["template"] = "unused: the offline estimate has no prompt"
+            warnings.warn(
+                f"{self.name}: evaluation_template is unused offline (no judge: the estimate "
+                "has no prompt); give the metric a judge to use it",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self._result(verdicts, _offline_explanation(found.statements), extra)
 
     # --- judge ----------------------------------------------------------------------------
 
-    def _messages(self, input_text: str, texts: Sequence[str], services: Services) -> list[Message]:
+    def _messages(self, input_text: str, texts: Sequence[str]) -> list[Message]:
         return relevancy_messages(
             input_text,
             texts,
-            services,
-            include_reason=self.include_reason,
+            include_reason=self.include_reason and not self._reason_call,
             template=self.evaluation_template,
         )
 
-    def batches(
-        self, input_text: str, chunks: list[Chunk], services: Services
-    ) -> list[list[Chunk]]:
+    def batches(self, input_text: str, chunks: list[Chunk]) -> list[list[Chunk]]:
         """The chunks of each judge call: all in one unless over ``max_prompt_tokens``."""
-        return [batch for batch, _ in self._calls(input_text, chunks, services)]
+        return [batch for batch, _ in self._calls(input_text, chunks)]
 
     def _calls(
-        self, input_text: str, chunks: list[Chunk], services: Services
+        self, input_text: str, chunks: list[Chunk]
     ) -> list[tuple[list[Chunk], list[Message]]]:
         """Each judge call's chunks and messages (built once per call)."""
-        messages = self._messages(input_text, [t for _, t in chunks], services)
+        messages = self._messages(input_text, [t for _, t in chunks])
         if estimate_tokens(messages) <= self.max_prompt_tokens:
             return [(chunks, messages)]
         return [
-            (batch, self._messages(input_text, [t for _, t in batch], services))
-            for batch in self._split(input_text, chunks, services)
+            (batch, self._messages(input_text, [t for _, t in batch]))
+            for batch in self._split(input_text, chunks)
         ]
 
-    def _split(self, input_text: str, chunks: list[Chunk], services: Services) -> list[list[Chunk]]:
-        overhead = estimate_tokens(self._messages(input_text, [], services))
+    def _split(self, input_text: str, chunks: list[Chunk]) -> list[list[Chunk]]:
+        overhead = estimate_tokens(self._messages(input_text, []))
         out: list[list[Chunk]] = []
         current: list[Chunk] = []
         size = overhead
@@ -439,14 +439,15 @@ class ContextualRelevancyMetric:
         self, batch: list[Chunk], messages: list[Message], services: Services
     ) -> Judgement[Any]:
         assert services.judge is not None
-        schema = verdicts_schema(len(batch), self.include_reason)
-        return await services.judge.judge(messages, schema)
+        with_reason = self.include_reason and not self._reason_call
+        return await services.judge.judge(messages, verdicts_schema(len(batch), with_reason))
 
     async def _judged(
         self, input_text: str, chunks: list[Chunk], services: Services
     ) -> MetricResult:
         assert services.judge is not None
-        calls = self._calls(input_text, chunks, services)
+        judge_name = services.judge.name
+        calls = self._calls(input_text, chunks)
         batches = [batch for batch, _ in calls]
         outcomes = await asyncio.gather(
             *(self._judge_batch(batch, messages, services) for batch, messages in calls),
@@ -459,13 +460,7 @@ class ContextualRelevancyMetric:
         if failures:
             i, exc = failures[0]
             where = f"call {i} of {len(batches)}: " if len(batches) > 1 else ""
-            log.warning("%s: judge failed: %s%s", input_text[:60], where, exc)
-            return MetricResult(
-                metric=self.name,
-                score=None,
-                error=f"{where}{exc}",
-                details={"judge": services.judge.name, "judge_calls": len(batches)},
-            )
+            return self._failed(f"{where}{exc}", judge_name, len(batches))
         verdicts: list[Verdict] = []
         reasons: list[str] = []
         usage, attempts = Usage(), 0
@@ -485,10 +480,26 @@ class ContextualRelevancyMetric:
             reason = (getattr(out, "reason", None) or "").strip()
             if reason:
                 reasons.append(reason)
+        n_calls = len(batches)
+        if self._reason_call:
+            relevant = sum(v["verdict"] == "yes" for v in verdicts)
+            messages = reason_messages(
+                self.evaluation_template,
+                input_text,
+                verdicts,
+                self._score(relevant, len(verdicts)),
+            )
+            n_calls += 1
+            try:
+                said = await services.judge.judge(messages, ReasonReply)
+            except JudgeError as exc:
+                return self._failed(f"the reason call: {exc}", judge_name, n_calls)
+            usage, attempts = usage + said.usage, attempts + said.attempts
+            reasons.append(said.output.reason.strip())
         extra: dict[str, Any] = {
             "method": "judge",
-            "judge": services.judge.name,
-            "judge_calls": len(batches),
+            "judge": judge_name,
+            "judge_calls": n_calls,
             "attempts": attempts,
         }
         if usage.total_tokens:
@@ -496,9 +507,16 @@ class ContextualRelevancyMetric:
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
             }
-        relevant = sum(v["verdict"] == "yes" for v in verdicts)
-        log.info("%s: %d of %d relevant", input_text[:60], relevant, len(verdicts))
         return self._result(verdicts, " ".join(reasons) or None, extra)
+
+    def _failed(self, error: str, judge: str, calls: int) -> MetricResult:
+        log.debug("%s: judge failed: %s", self.name, error)
+        return MetricResult(
+            metric=self.name,
+            score=None,
+            error=error,
+            details={"judge": judge, "judge_calls": calls},
+        )
 
 
 def _chunks(case: ModelTestCase) -> list[Chunk]:

@@ -481,6 +481,7 @@ class MetricView:
 
     name: str
     anchor: str
+    judge: str
     mean_text: str
     ci_text: str
     ci_label: str
@@ -633,6 +634,7 @@ def _metric_view(name: str, summary: Any, bucket: _Collected, index: int) -> Met
     return MetricView(
         name=name,
         anchor=_anchor("metric", name, index),
+        judge=str(_get(summary, "judge") or ""),
         mean_text=fmt_score(mean),
         ci_text=(
             f"{fmt_score(low)} – {fmt_score(high)}" if low is not None and high is not None else ""
@@ -872,11 +874,11 @@ def render_report(
 
 
 def _version() -> str:
-    try:
-        from contextlens import __version__
+    from importlib import metadata
 
-        return __version__
-    except ImportError:  # pragma: no cover - partial installs
+    try:
+        return metadata.version("contextlens")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
         return ""
 
 

@@ -1,0 +1,228 @@
+"""The backend contract: what a chat backend takes, returns and raises.
+
+A backend is transport only. It turns chat messages (and, when it can, a reply schema) into a
+:class:`Completion`, and when a call fails it raises one of three kinds of
+:class:`BackendError`, so the engine treats every backend alike:
+
+- :class:`RateLimited`: the provider says to slow down (HTTP 429, or 503 / 529 overload). The
+  limiter lowers the concurrency of the backend and the call is retried, after the provider's
+  ``retry_after`` when it sent one.
+- :class:`TransientError`: the same call may succeed later (connection refused or dropped, a
+  timeout, HTTP 408 / 409 / 5xx). Retried with back-off.
+- :class:`FatalError`: it will not (bad request, authentication, an unusable reply body).
+  Not retried.
+
+A backend that enforces the reply schema itself (structured output) raises
+:class:`InvalidReply` when the model's answer does not fit it; the judge then re-asks once with
+the error, as for any reply that does not validate.
+
+Any other exception from a backend counts as fatal. Backends that wrap another library
+(LangChain, LiteLLM, an SDK client) map that library's exceptions into these kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkable
+
+from pydantic import BaseModel
+
+from contextlens.errors import ContextLensError
+
+__all__ = [
+    "BackendConnectionError",
+    "BackendError",
+    "BackendTimeout",
+    "ChatBackend",
+    "Completion",
+    "FatalError",
+    "InvalidReply",
+    "Message",
+    "RateLimited",
+    "TransientError",
+    "Usage",
+    "http_error",
+    "parse_retry_after",
+]
+
+
+class Message(TypedDict):
+    """One chat message."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass
+class Usage:
+    """Token counts of one or more calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class Completion:
+    """A backend's raw reply: text, usage, latency, and the parsed object when the
+    backend enforced the schema itself (structured output)."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    latency: float = 0.0
+    parsed: Any = None
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """Transport to a chat model: messages in, raw reply out. No parsing, no retries.
+
+    Attributes:
+        name: the kind of backend (``"openai-compat"``, ``"langchain"`` ...).
+        model: the model name, as priced and shown.
+        key: what shares a concurrency limit: every call with the same key, from any
+            metric or run, goes through one limiter. Name the endpoint and the model.
+        params: what changes replies besides the messages (endpoint, temperature, seed ...);
+            JSON-serialisable. With ``name``, ``model`` and ``use_structured_output`` it is
+            the backend's part of the cache key.
+        use_structured_output: whether :meth:`complete` asks the model to follow ``schema``.
+
+    :meth:`complete` raises :class:`RateLimited`, :class:`TransientError` or
+    :class:`FatalError` (see the module docstring); it never sleeps or retries.
+    """
+
+    name: str
+    model: str
+    key: str
+    params: Mapping[str, Any]
+    use_structured_output: bool
+
+    async def complete(
+        self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
+    ) -> Completion:
+        """Send the messages; with ``schema`` and ``use_structured_output``, ask the model
+        to answer in that schema."""
+        ...
+
+
+class BackendError(ContextLensError):
+    """A backend call failed. Raise one of its three kinds, not this class itself.
+
+    ``status`` is the HTTP status when there was one; ``retry_after`` the provider's
+    ``Retry-After`` in seconds when it sent one.
+    """
+
+    kind: ClassVar[str] = "fatal"
+    retryable: ClassVar[bool] = False
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+
+
+class RateLimited(BackendError):
+    """The provider asks to slow down (429, or 503 / 529 overload): back off and retry."""
+
+    kind = "rate_limited"
+    retryable = True
+
+
+class TransientError(BackendError):
+    """A fault that may pass (connection, timeout, 408 / 409 / 5xx): retry with back-off."""
+
+    kind = "transient"
+    retryable = True
+
+
+class FatalError(BackendError):
+    """A failure that another try will not mend (4xx, an unusable reply): not retried."""
+
+    kind = "fatal"
+
+
+class InvalidReply(FatalError):
+    """The model answered, but its structured reply does not fit the schema; ``raw`` is the
+    reply's text when the backend has it. Re-asked once by the judge."""
+
+    kind = "invalid_reply"
+
+    def __init__(self, message: str, *, raw: str | None = None) -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class BackendTimeout(TransientError):
+    """No reply within the time allowed."""
+
+
+class BackendConnectionError(TransientError):
+    """The server could not be reached or dropped the connection."""
+
+
+#: Statuses that mean "too much load": the limiter backs off on them.
+OVERLOAD_STATUSES = frozenset({429, 503, 529})
+
+
+def http_error(status: int, message: str, retry_after: float | None = None) -> BackendError:
+    """The kind of error an HTTP error status is, with ``status`` and ``retry_after`` set."""
+    kind: type[BackendError]
+    if status in OVERLOAD_STATUSES:
+        kind = RateLimited
+    elif status in (408, 409) or status >= 500:
+        kind = TransientError
+    else:
+        kind = FatalError
+    return kind(f"HTTP {status}: {message}", status=status, retry_after=retry_after)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: a (possibly fractional) number of
+    seconds or an HTTP date; ``None`` when absent or unreadable."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        from datetime import datetime, timezone
+        from email.utils import parsedate_to_datetime
+
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+    return seconds if 0 <= seconds < float("inf") else None  # NaN fails the test too
+
+
+def retry_after_from(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds from ``retry-after-ms`` (OpenAI's) or ``Retry-After`` headers."""
+    if not headers:
+        return None
+    millis = parse_retry_after(_header(headers, "retry-after-ms"))
+    if millis is not None:
+        return millis / 1000.0
+    return parse_retry_after(_header(headers, "retry-after"))
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:  # a plain dict is not case-insensitive
+        value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    return None if value is None else str(value)

@@ -1,0 +1,163 @@
+"""DeepEval's (and agensight's) ``ContextualRelevancyMetric``.
+
+    metric = ContextualRelevancyMetric(threshold=0.7, model="gpt-4o-mini")
+    metric.measure(ModelTestCase(input=..., actual_output=..., retrieval_context=[...]))
+    metric.score, metric.reason, metric.success
+
+A thin shell over :class:`~contextlens.metrics.contextual_relevancy.ContextualRelevancyScorer`,
+run through :func:`~contextlens.runner.aevaluate`. ``measure`` sets the last result on the
+object, as DeepEval does; nothing else about the object changes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from contextlens.compat.shell import Scored, judge_label, say, score_one
+from contextlens.errors import InputError, MetricComputationError
+from contextlens.judges.resolve import as_backend
+from contextlens.metrics.contextual_relevancy import (
+    DEFAULT_MAX_PROMPT_TOKENS,
+    ContextualRelevancyScorer,
+    ContextualRelevancyTemplate,
+)
+from contextlens.schemas import MetricResult, ModelTestCase
+from contextlens.sync import run_sync
+
+__all__ = ["ContextualRelevancyMetric", "ContextualRelevancyTemplate", "ModelTestCase"]
+
+Verdict = dict[str, Any]
+
+
+class ContextualRelevancyMetric:
+    """Share of the statements in ``retrieval_context`` that are relevant to ``input``.
+
+    Args:
+        threshold: the minimum passing score (1.0 in strict mode).
+        model: None for the offline estimate (or the run's judge in
+            :func:`contextlens.evaluate`); a LangChain chat model; a
+            :class:`~contextlens.judges.Judge`; a spec string (``"openai:gpt-4o-mini"``,
+            ``"http://localhost:11434/v1#llama3.1"``) or a bare OpenAI model name.
+        include_reason: ask for and return a reason.
+        async_mode: accepted for DeepEval compatibility; both modes run the same async core.
+        strict_mode: score 1.0 when every statement is relevant, else 0.0; threshold 1.
+        verbose_mode: write the verdicts, score and reason of each ``measure`` to stderr
+            (that call only), and keep them in ``verbose_logs``.
+        evaluation_template: a DeepEval-style template class or object
+            (``generate_verdicts``, ``generate_reason``), an object with ``system`` /
+            ``user`` strings, or a callable; see
+            :mod:`contextlens.metrics.contextual_relevancy`.
+        max_prompt_tokens: the prompt budget of one judge call (characters / 4).
+        embedder: the embedder of the offline path (default: the bundled MiniLM).
+
+    ``measure`` / ``a_measure`` set ``score``, ``reason``, ``success``, ``verdicts``,
+    ``evaluation_cost``, ``error`` and ``verbose_logs`` from the last call. ``verdicts`` are
+    dicts ``{chunk, statement, verdict, reason}``, ``chunk`` being the 0-based index in
+    ``retrieval_context``.
+    """
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        model: Any = None,
+        include_reason: bool = True,
+        async_mode: bool = True,
+        strict_mode: bool = False,
+        verbose_mode: bool = False,
+        evaluation_template: Any = None,
+        *,
+        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+        embedder: Any = None,
+    ) -> None:
+        judge = as_backend(model)
+        self.metric = ContextualRelevancyScorer(
+            threshold,
+            include_reason=include_reason,
+            strict_mode=strict_mode,
+            evaluation_template=evaluation_template,
+            max_prompt_tokens=max_prompt_tokens,
+            judge=judge,
+            embedder=embedder,
+        )
+        self.async_mode = async_mode
+        self.verbose_mode = verbose_mode
+        self.evaluation_model = judge_label(judge)
+        # The last result (set by measure / a_measure only).
+        self.result: MetricResult | None = None
+        self.score: float | None = None
+        self.reason: str | None = None
+        self.success: bool | None = None
+        self.verdicts: list[Verdict] = []
+        self.evaluation_cost: float | None = None
+        self.error: str | None = None
+        self.verbose_logs: str | None = None
+
+    # Configuration reads through to the metric it wraps.
+    name = property(lambda self: self.metric.name)
+    threshold = property(lambda self: self.metric.threshold)
+    include_reason = property(lambda self: self.metric.include_reason)
+    strict_mode = property(lambda self: self.metric.strict_mode)
+    evaluation_template = property(lambda self: self.metric.evaluation_template)
+    max_prompt_tokens = property(lambda self: self.metric.max_prompt_tokens)
+    case_type = ModelTestCase
+
+    @property
+    def __name__(self) -> str:  # type: ignore[override]
+        return "Contextual Relevancy"
+
+    def __repr__(self) -> str:
+        return (
+            f"ContextualRelevancyMetric(threshold={self.threshold}, "
+            f"model={self.evaluation_model!r}, strict_mode={self.strict_mode})"
+        )
+
+    def measure(self, test_case: ModelTestCase, *args: Any, **kwargs: Any) -> float:
+        """Score ``test_case``; works inside a running event loop too.
+
+        Raises :class:`~contextlens.errors.MetricComputationError` when the judge gave no
+        usable reply, and ``InputError`` for a missing ``retrieval_context``. DeepEval's
+        extra arguments (``_show_indicator`` ...) are accepted and ignored.
+        """
+        return run_sync(self.a_measure(test_case))
+
+    async def a_measure(self, test_case: ModelTestCase, *args: Any, **kwargs: Any) -> float:
+        """Asynchronous :meth:`measure`."""
+        scored = await score_one(self.metric, test_case)
+        self._store(scored)
+        item = scored.item
+        if self.verbose_mode:
+            say(f"{self.__name__} ({self.evaluation_model})\n{self.verbose_logs}")
+        if item.failed:
+            if isinstance(item.exception, InputError):
+                raise item.exception
+            raise MetricComputationError(f"{self.__name__}: {item.error}")
+        assert item.score is not None
+        return item.score
+
+    def is_successful(self) -> bool:
+        """Whether the last measured score passed the threshold."""
+        return self.error is None and bool(self.success)
+
+    def _store(self, scored: Scored) -> None:
+        item = scored.item
+        self.result = MetricResult(
+            metric=item.metric,
+            score=item.score,
+            reason=item.reason,
+            error=item.error,
+            success=item.success,
+            details=item.details,
+            cost=scored.cost,
+        )
+        self.score = item.score
+        self.reason = item.reason
+        self.error = item.error
+        self.success = False if item.failed else item.success
+        self.verdicts = list(item.details.get("verdicts", []))
+        self.evaluation_cost = scored.cost
+        self.verbose_logs = (
+            f"Verdicts:\n{json.dumps(self.verdicts, indent=2, ensure_ascii=False)}\n\n"
+            f"Score: {self.score}\nReason: {self.reason}"
+            + (f"\nError: {self.error}" if self.error else "")
+        )

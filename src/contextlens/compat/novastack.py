@@ -1,0 +1,218 @@
+"""novastack's ``ContextSimilarityEvaluator`` and ``HuggingFaceEmbedding``.
+
+    embedding = HuggingFaceEmbedding()
+    evaluator = ContextSimilarityEvaluator(embed_model=embedding)
+    result = evaluator.evaluate(query=..., generated_text=..., contexts=[...])
+    result["score"], result["passing"]
+
+A thin shell over :class:`~contextlens.metrics.context_similarity.ContextSimilarityScorer`,
+run through :func:`~contextlens.runner.aevaluate` (so embeddings are cached like every
+other run's). See that module for what each similarity mode means; unlike novastack, every
+score is in [0, 1].
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from contextlens.compat.shell import score_one
+from contextlens.embeddings.adapters import as_embedder
+from contextlens.embeddings.base import Embedder
+from contextlens.embeddings.local import BUNDLED_NAMES, find_local_model, hub_cache_folders
+from contextlens.embeddings.minilm import default_embedder
+from contextlens.metrics.context_similarity import (
+    ContextSimilarityScorer,
+    SimilarityModeName,
+    validate_similarity_case,
+)
+from contextlens.results import ItemResult
+from contextlens.runner import aevaluate
+from contextlens.schemas import ModelTestCase
+from contextlens.sync import run_sync
+
+__all__ = ["ContextSimilarityEvaluator", "HuggingFaceEmbedding"]
+
+_FIELDS = {"query": "input", "generated_text": "actual_output", "contexts": "retrieval_context"}
+
+
+class HuggingFaceEmbedding:
+    """novastack's local embedding model, without downloads.
+
+    ``model_name`` is a Hugging Face name or a folder. A model already on this machine (its
+    folder, or the hub cache; see :mod:`contextlens.embeddings.local`) is run with
+    onnxruntime; otherwise the bundled all-MiniLM-L6-v2 is used, with a warning naming the
+    model that was not found. ``source`` says which model is in use, ``name`` is its
+    embedder name.
+    """
+
+    batches_concurrent_calls = True
+
+    def __init__(
+        self,
+        model_name: str = "sentence-transformers/all-MiniLM-L6-v2",
+        cache_folder: str | None = None,
+        **ignored: Any,
+    ) -> None:
+        self.model_name = model_name
+        local = find_local_model(model_name, cache_folder)
+        self._embedder: Embedder
+        if local is not None:
+            self._embedder = local.embedder()
+            self.source = f"{model_name} from {local.onnx}"
+        else:
+            self._embedder = default_embedder()
+            self.source = "the bundled all-MiniLM-L6-v2 (int8 ONNX)"
+            if model_name not in BUNDLED_NAMES:
+                looked = ", ".join(str(p) for p in hub_cache_folders(cache_folder))
+                warnings.warn(
+                    f"HuggingFaceEmbedding: {model_name!r} is not on this machine (looked "
+                    f"for it as a folder and in {looked}); using {self.source} instead",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        self.name = self._embedder.name
+
+    def __repr__(self) -> str:
+        return f"HuggingFaceEmbedding({self.model_name!r}, source={self.source!r})"
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One L2-normalised float32 row per text (the contextlens embedder protocol)."""
+        return await self._embedder.embed(texts)
+
+    def embed_text(self, texts: list[str]) -> list[list[float]]:
+        """novastack's call: one vector per text."""
+        return run_sync(self.embed(texts)).tolist()
+
+    def get_text_embedding(self, text: str) -> list[float]:
+        """One text's vector."""
+        return self.embed_text([text])[0]
+
+
+def _case(query: Any, answer: Any, contexts: Any, where: str = "") -> ModelTestCase:
+    valid = validate_similarity_case(query, answer, contexts, where)
+    return ModelTestCase(
+        input=valid.query, actual_output=valid.answer, retrieval_context=list(valid.contexts)
+    )
+
+
+def _field(raw: Any, name: str) -> Any:
+    if isinstance(raw, ModelTestCase):
+        return getattr(raw, _FIELDS[name])
+    if isinstance(raw, dict):
+        return raw.get(name)
+    return getattr(raw, name, None)
+
+
+def _raise_failure(item: ItemResult, where: str = "") -> None:
+    exc = item.exception
+    if isinstance(exc, (ValueError, TypeError)):
+        raise type(exc)(f"{where}{exc}") from exc
+    raise RuntimeError(f"{where}{item.error}")
+
+
+class ContextSimilarityEvaluator:
+    """Query-context and answer-context embedding similarity, combined by harmonic mean.
+
+    Args:
+        embed_model: None (the bundled offline MiniLM, or the run's embedder in
+            :func:`contextlens.evaluate`); a LangChain, LlamaIndex or novastack embedding;
+            :class:`HuggingFaceEmbedding`; a contextlens ``Embedder``.
+        similarity_mode: ``"cosine"``, ``"dot_product"`` or ``"euclidean"``; each maps to
+            [0, 1] (see :mod:`contextlens.metrics.context_similarity`).
+        score_threshold: ``passing`` is ``score >= score_threshold``; in [0, 1].
+        batch_size: at most this many texts per call of a user's embedding model.
+
+    The object is configuration only: ``evaluate``/``aevaluate`` may run concurrently on
+    one instance.
+    """
+
+    case_type = ModelTestCase
+
+    def __init__(
+        self,
+        embed_model: Any = None,
+        similarity_mode: SimilarityModeName | str = "cosine",
+        score_threshold: float = 0.8,
+        *,
+        batch_size: int = 2048,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.embed_model = embed_model
+        self.batch_size = batch_size
+        embedder = None if embed_model is None else as_embedder(embed_model, max_texts=batch_size)
+        self.metric = ContextSimilarityScorer(similarity_mode, score_threshold, embedder=embedder)
+
+    name = property(lambda self: self.metric.name)
+    similarity_mode = property(lambda self: self.metric.similarity_mode)
+    score_threshold = property(lambda self: self.metric.score_threshold)
+
+    def __repr__(self) -> str:
+        embedder = self.metric.embedder.name if self.metric.embedder else "bundled MiniLM"
+        return (
+            f"ContextSimilarityEvaluator(embed_model={embedder!r}, "
+            f"similarity_mode={self.similarity_mode!r}, score_threshold={self.score_threshold})"
+        )
+
+    def evaluate(
+        self,
+        query: str | None = None,
+        generated_text: str | None = None,
+        contexts: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Score one case; returns novastack's result dict. Extra keyword arguments are
+        ignored, as in novastack. Works inside a running event loop too."""
+        return run_sync(self.aevaluate(query, generated_text, contexts, **kwargs))
+
+    async def aevaluate(
+        self,
+        query: str | None = None,
+        generated_text: str | None = None,
+        contexts: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Async :meth:`evaluate`. Missing arguments raise one ``ValueError`` naming them."""
+        del kwargs  # accepted and ignored, as in novastack
+        item = (await score_one(self.metric, _case(query, generated_text, contexts))).item
+        if item.failed:
+            _raise_failure(item)
+        return item.details
+
+    def evaluate_batch(self, cases: Iterable[Any]) -> list[dict[str, Any]]:
+        """Score many cases (dicts, objects with ``query``, ``generated_text``, ``contexts``,
+        or ``ModelTestCase``); the embedder gathers their texts into few calls."""
+        return run_sync(self.aevaluate_batch(cases))
+
+    async def aevaluate_batch(self, cases: Iterable[Any]) -> list[dict[str, Any]]:
+        """Async :meth:`evaluate_batch`. Every case is validated before anything is
+        embedded; invalid ones raise one ValueError naming them (up to five)."""
+        checked: list[ModelTestCase] = []
+        errors: list[str] = []
+        for i, raw in enumerate(cases):
+            try:
+                checked.append(
+                    _case(
+                        _field(raw, "query"),
+                        _field(raw, "generated_text"),
+                        _field(raw, "contexts"),
+                        where=f"cases[{i}]: ",
+                    )
+                )
+            except ValueError as exc:
+                errors.append(str(exc))
+        if errors:
+            more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+            raise ValueError("; ".join(errors[:5]) + more)
+        if not checked:
+            return []
+        run = await aevaluate(checked, [self.metric], progress=False, keep_results=True)
+        for i, item in enumerate(run.results):
+            if item.failed:
+                _raise_failure(item, f"cases[{i}]: ")
+        return [item.details for item in run.results]

@@ -1,0 +1,171 @@
+"""Opik's ``ContextPrecision``.
+
+    metric = ContextPrecision()  # model=None: offline
+    result = metric.score(input=..., output=..., expected_output=..., context=[...])
+    result.value, result.reason  # a ScoreResult
+
+A thin shell over :class:`~contextlens.metrics.context_precision.ContextPrecisionScorer`,
+run through :func:`~contextlens.runner.aevaluate`. Failures follow Opik: ``score`` /
+``ascore`` raise :class:`~contextlens.errors.MetricComputationError` with the reason;
+:func:`to_score_result` turns a failed result into ``ScoreResult(scoring_failed=True)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from contextlens.compat.shell import judge_label, score_one
+from contextlens.errors import InputError, MetricComputationError
+from contextlens.judges.resolve import as_backend
+from contextlens.metrics.context_precision import ContextPrecisionScorer
+from contextlens.schemas import MetricResult, ModelTestCase
+from contextlens.store import record_score
+from contextlens.sync import run_sync
+
+__all__ = ["ContextPrecision", "ScoreResult", "to_score_result"]
+
+
+@dataclass
+class ScoreResult:
+    """A metric's score for one item (Opik's shape).
+
+    ``scoring_failed`` is True when no score could be computed; ``value`` is then NaN and
+    ``metadata["error"]`` says why. Aggregations must count such results as failures.
+    """
+
+    name: str
+    value: float
+    reason: str | None = None
+    metadata: dict[str, Any] | None = None
+    scoring_failed: bool = False
+
+
+def to_score_result(result: MetricResult, name: str) -> ScoreResult:
+    """Opik's :class:`ScoreResult` for a :class:`MetricResult`.
+
+    A failed result gives ``value=NaN`` together with ``scoring_failed=True`` and the reason
+    in ``metadata["error"]``: NaN never appears without the flag, so it is never averaged
+    in silently.
+    """
+    metadata = dict(result.details)
+    if result.failed or result.score is None:
+        metadata["error"] = result.error or "no score"
+        return ScoreResult(
+            name=name,
+            value=float("nan"),
+            reason=result.reason or result.error,
+            metadata=metadata,
+            scoring_failed=True,
+        )
+    return ScoreResult(name=name, value=result.score, reason=result.reason, metadata=metadata)
+
+
+def _chunks(context: Any) -> list[str]:
+    if context is None:
+        return []
+    if isinstance(context, str):
+        return [context]
+    if not isinstance(context, Sequence) or not all(isinstance(c, str) for c in context):
+        raise InputError("expected a string or a list of strings", field="context")
+    return list(context)
+
+
+class ContextPrecision:
+    """How precisely an output fits the expected output, given the context (Opik's surface).
+
+    Args:
+        model: None for the offline estimate (or the run's judge in
+            :func:`contextlens.evaluate`); a LangChain chat model; a
+            :class:`~contextlens.judges.Judge`; a spec string (``"openai:gpt-4o-mini"``,
+            ``"http://localhost:11434/v1#llama3.1"``, ``"litellm:..."``) or a bare model
+            name such as ``"gpt-4o"`` (OpenAI).
+        name: the name of every :class:`ScoreResult` (and the key of its results).
+        few_shot_examples: replaces the default examples; a list of dicts or pydantic
+            objects with ``title, input, expected_output, context, output,
+            context_precision_score, reason``. None uses the defaults; ``[]`` uses none.
+        track: nothing is ever sent anywhere. When a local run store is configured
+            (:func:`contextlens.store.configure`), each score is recorded there; otherwise
+            nothing is stored.
+        seed, temperature: sent with each request when ``model`` is a spec string (the
+            OpenAI-compatible and LiteLLM backends); ignored for LangChain models and Judge
+            objects, which carry their own settings. ``temperature=None`` keeps the backend's
+            default of 0.0.
+        project_name: accepted for Opik compatibility and ignored.
+    """
+
+    case_type = ModelTestCase
+
+    def __init__(
+        self,
+        model: Any = None,
+        name: str = "context_precision_metric",
+        few_shot_examples: Sequence[Mapping[str, Any] | BaseModel] | None = None,
+        track: bool = True,
+        seed: int | None = None,
+        temperature: float | None = None,
+        *,
+        project_name: str | None = None,
+    ) -> None:
+        judge = as_backend(model, temperature=temperature, seed=seed)
+        self.metric = ContextPrecisionScorer(
+            judge=judge, few_shot_examples=few_shot_examples, name=name
+        )
+        self.track = track
+        self.project_name = project_name
+        self.seed, self.temperature = seed, temperature
+        self.judge_name = judge_label(judge)
+
+    name = property(lambda self: self.metric.name)
+    few_shot_examples = property(lambda self: self.metric.few_shot_examples)
+
+    def __repr__(self) -> str:
+        return f"ContextPrecision(name={self.name!r}, judge={self.judge_name!r})"
+
+    async def ascore(
+        self,
+        input: str,
+        output: str,
+        expected_output: str,
+        context: list[str],
+        **ignored_kwargs: Any,
+    ) -> ScoreResult:
+        """Score one case; raises :class:`MetricComputationError` when no score can be had."""
+        if not isinstance(output, str):
+            raise InputError(f"expected the output as a string, got {output!r:.60}", field="output")
+        case = ModelTestCase(
+            input=input or "",
+            actual_output=output,
+            expected_output=expected_output,
+            retrieval_context=_chunks(context),
+        )
+        item = (await score_one(self.metric, case)).item
+        if self.track:
+            label = (input or output)[:80]
+            record_score(self.name, label, item.score, item.reason, item.error)
+        if item.failed:
+            if isinstance(item.exception, InputError):
+                raise item.exception
+            raise MetricComputationError(f"{self.name}: {item.error}")
+        result = MetricResult(
+            metric=item.metric, score=item.score, reason=item.reason, details=item.details
+        )
+        return to_score_result(result, self.name)
+
+    def score(
+        self,
+        input: str,
+        output: str,
+        expected_output: str,
+        context: list[str],
+        **ignored_kwargs: Any,
+    ) -> ScoreResult:
+        """Synchronous :meth:`ascore`; works inside a running event loop too."""
+        return run_sync(
+            self.ascore(
+                input=input, output=output, expected_output=expected_output, context=context
+            )
+        )

@@ -1,0 +1,52 @@
+"""What every seed shell shares: one case through :func:`~contextlens.runner.aevaluate`,
+what it cost, and the lines of a ``verbose`` call."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from contextlens.judges.base import Judge
+from contextlens.judges.resolve import is_offline
+from contextlens.metrics.base import Metric
+from contextlens.results import ItemResult
+from contextlens.runner import aevaluate
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One item's result and the judge work it took."""
+
+    item: ItemResult
+    accounting: dict[str, Any]
+
+    @property
+    def cost(self) -> float | None:
+        """Estimated USD of the judge calls; None offline or when the model has no price."""
+        acc = self.accounting
+        if not acc.get("calls") or acc.get("unpriced_calls"):
+            return None
+        return float(acc.get("cost", 0.0))
+
+
+async def score_one(metric: Metric[Any], case: Any) -> Scored:
+    """``metric`` on ``case`` through the engine path of ``evaluate`` (default cache, the
+    shared limiter, retries, accounting), with the metric's own judge and embedder."""
+    run = await aevaluate([case], [metric], progress=False, keep_results=True)
+    [item] = run.results
+    return Scored(item, run.summaries[metric.name].accounting)
+
+
+def judge_label(choice: Any) -> str:
+    """How a judge choice is shown: ``offline``, a judge's name, or ``kind:model``."""
+    if choice is None or is_offline(choice):
+        return "offline"
+    if isinstance(choice, Judge):
+        return choice.name
+    return f"{choice.name}:{choice.model}"
+
+
+def say(text: str) -> None:
+    """Write a ``verbose`` line to stderr (only for the call that asked for it)."""
+    print(text, file=sys.stderr, flush=True)

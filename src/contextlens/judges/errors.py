@@ -1,0 +1,97 @@
+"""Other libraries' exceptions as the three kinds of the backend contract.
+
+LangChain models, LiteLLM and provider SDKs (openai, anthropic, httpx underneath) raise their
+own exception types. :func:`as_backend_error` reads what they share (an HTTP status, the
+response headers, the class names of a timeout or a connection failure) without importing any
+of them, so a rate limit is retried after its ``Retry-After`` and slows the limiter whichever
+library reported it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+
+from contextlens.backend import (
+    BackendConnectionError,
+    BackendError,
+    BackendTimeout,
+    FatalError,
+    RateLimited,
+    http_error,
+    retry_after_from,
+)
+
+__all__ = ["as_backend_error", "is_reply_error"]
+
+_MAX_CHARS = 300
+
+
+def _status(exc: BaseException) -> int | None:
+    for holder in (exc, getattr(exc, "response", None)):
+        for attr in ("status_code", "status", "http_status", "code"):
+            value = getattr(holder, attr, None)
+            if isinstance(value, str) and value.isdigit():
+                value = int(value)
+            if isinstance(value, int) and not isinstance(value, bool) and 100 <= value < 600:
+                return value
+    return None
+
+
+def _headers(exc: BaseException) -> Mapping[str, str] | None:
+    for value in (
+        getattr(getattr(exc, "response", None), "headers", None),
+        getattr(exc, "headers", None),
+        getattr(exc, "litellm_response_headers", None),
+    ):
+        if isinstance(value, Mapping) and value:
+            return value
+        if value is not None and hasattr(value, "items") and hasattr(value, "get"):
+            return value  # httpx.Headers and the like
+    return None
+
+
+def _names(exc: BaseException) -> str:
+    return " ".join(c.__name__.lower() for c in type(exc).__mro__)
+
+
+def _message(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= _MAX_CHARS else text[:_MAX_CHARS] + "..."
+
+
+def is_reply_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says a structured reply did not parse or validate (pydantic's
+    ``ValidationError``, a JSON decode error, LangChain's ``OutputParserException``) rather
+    than that the call failed."""
+    if isinstance(exc, json.JSONDecodeError):
+        return True
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(names & {"ValidationError", "OutputParserException", "JSONDecodeError"})
+
+
+def as_backend_error(exc: BaseException) -> BackendError:
+    """``exc`` as a :class:`RateLimited`, transient or :class:`FatalError` error.
+
+    An HTTP status decides when there is one (429 and 503 / 529 rate-limited; 408, 409 and
+    5xx transient; other 4xx fatal), with the ``Retry-After`` of the response headers.
+    Without one, timeouts and connection failures (by type or class name) are transient and
+    a class named for a rate limit is rate-limited; anything else is fatal.
+    """
+    if isinstance(exc, BackendError):
+        return exc
+    message = _message(exc)
+    headers = _headers(exc)
+    retry_after = retry_after_from(headers)
+    status = _status(exc)
+    names = _names(exc)
+    if status is not None:
+        return http_error(status, message, retry_after)
+    if "ratelimit" in names or "overloaded" in names:
+        return RateLimited(message, retry_after=retry_after)
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) or "timeout" in names:
+        return BackendTimeout(message)
+    if isinstance(exc, ConnectionError) or "connection" in names or "connecterror" in names:
+        return BackendConnectionError(message)
+    return FatalError(message)

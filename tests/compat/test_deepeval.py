@@ -1,0 +1,352 @@
+"""DeepEval's surface: ``contextlens.ContextualRelevancyMetric`` (a shell over
+ContextualRelevancyScorer, whose own logic is tested in
+tests/metrics/test_contextual_relevancy.py)."""
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+import contextlens
+from contextlens import ContextualRelevancyMetric, ContextualRelevancyTemplate
+from contextlens.backend import Usage
+from contextlens.errors import InputError, MetricComputationError
+from contextlens.judges.base import DEFAULT_FENCE, Judgement
+from contextlens.metrics.contextual_relevancy import ContextualRelevancyScorer, relevancy_messages
+from contextlens.offline.text import sentences
+from contextlens.schemas import ModelTestCase
+from contextlens.testing import FakeOpenAIServer
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "contextual_relevancy_deepeval.py"
+CHUNK_RE = re.compile(r"Chunk (\d+):\n<chunk>\n(.*?)\n</chunk>", re.S)
+REASON_ASKED = "how relevant the context is overall"  # the reply format's reason field
+FORMAT_OVERRIDE = "Whatever reply format was described above, reply in this one instead."
+
+
+def rule_reply(prompt: str, with_reason: bool = True, reason: str = "judge says so") -> dict:
+    """What a careful judge would answer: one statement per sentence, 'yes' when it is
+    about refunds."""
+    statements = [
+        {
+            "chunk": int(k),
+            "statement": s,
+            "reason": "about refunds" if "refund" in s.lower() else "off topic",
+            "verdict": "yes" if "refund" in s.lower() else "no",
+        }
+        for k, body in CHUNK_RE.findall(prompt)
+        for s in sentences(body)
+    ]
+    data: dict = {"statements": statements}
+    if with_reason:
+        data["reason"] = reason
+    return data
+
+
+def fenced(data: dict) -> str:
+    return "```json\n" + json.dumps(data) + "\n```"
+
+
+def server_reply(request: dict) -> str:
+    """The fake server's answer; with one message, the system text is the user text."""
+    system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
+    return fenced(rule_reply(user, with_reason=REASON_ASKED in system))
+
+
+class RuleJudge:
+    """An in-process Judge that answers like :func:`rule_reply` and counts its calls."""
+
+    name = "rule"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def judge(self, messages, schema, *, fence=DEFAULT_FENCE):
+        self.calls += 1
+        await asyncio.sleep(0)
+        data = rule_reply(messages[-1]["content"], "reason" in schema.model_fields)
+        return Judgement(schema.model_validate(data), json.dumps(data), Usage(), 0.0)
+
+
+def verdict_reply(*verdicts: str, reason: str = "r") -> str:
+    return fenced(
+        {
+            "statements": [
+                {"chunk": 1, "statement": f"s{i}", "reason": "x", "verdict": v}
+                for i, v in enumerate(verdicts)
+            ],
+            "reason": reason,
+        }
+    )
+
+
+def case(*chunks: str | None, question: str = "What if these shoes don't fit?") -> ModelTestCase:
+    context = None if chunks == (None,) else list(chunks)
+    return ModelTestCase(input=question, actual_output="We refund.", retrieval_context=context)
+
+
+REFUND = "All customers are eligible for a 30 day full refund at no extra cost."
+SHIPPING = "Shipping is free on orders over 50 dollars."
+
+
+# --- measure and its attributes -------------------------------------------------------------
+
+
+def test_measure_sets_score_reason_success_and_verdicts():
+    model = FakeListChatModel(
+        responses=[verdict_reply("yes", "no", "yes", "no", "yes", reason="All relevant!")]
+    )
+    metric = ContextualRelevancyMetric(model=model)
+    assert isinstance(metric.metric, ContextualRelevancyScorer)
+    assert metric.measure(case("a")) == pytest.approx(0.6)
+    assert metric.score == pytest.approx(0.6) and metric.success and metric.is_successful()
+    assert metric.reason == "3 of 5 statements are relevant. All relevant!"
+    assert [v["verdict"] for v in metric.verdicts] == ["yes", "no", "yes", "no", "yes"]
+    assert set(metric.verdicts[0]) == {"chunk", "statement", "verdict", "reason"}
+    assert metric.error is None and metric.evaluation_cost is None
+    assert metric.result.score == metric.score and metric.result.reason == metric.reason
+
+
+def test_threshold_decides_success():
+    model = FakeListChatModel(responses=[verdict_reply("yes", "no", "yes", "no", "yes")])
+    metric = ContextualRelevancyMetric(threshold=0.7, model=model)
+    assert metric.measure(case("a")) == pytest.approx(0.6)
+    assert metric.success is False and not metric.is_successful()
+
+
+def test_strict_mode_sets_the_threshold_to_one():
+    model = FakeListChatModel(responses=[verdict_reply("yes", "yes", "no")])
+    metric = ContextualRelevancyMetric(threshold=0.2, model=model, strict_mode=True)
+    assert metric.threshold == 1.0 and metric.strict_mode
+    assert metric.measure(case("a")) == 0.0 and metric.success is False
+
+
+def test_missing_retrieval_context_raises_naming_the_field():
+    metric = ContextualRelevancyMetric(model=RuleJudge())
+    with pytest.raises(ValueError, match="retrieval_context") as info:
+        metric.measure(case(None))
+    assert isinstance(info.value, InputError) and info.value.field == "retrieval_context"
+    assert metric.score is None and metric.success is False and metric.error
+    with pytest.raises(InputError, match="input"):
+        metric.measure(case("a", question="  "))
+
+
+def test_two_bad_replies_raise_metric_computation_error_with_the_reason():
+    model = FakeListChatModel(responses=["not json", "still not json"])
+    metric = ContextualRelevancyMetric(model=model)
+    with pytest.raises(MetricComputationError, match="no JSON object"):
+        metric.measure(case(REFUND))
+    assert metric.score is None and metric.success is False and not metric.is_successful()
+    assert "no JSON object" in metric.error
+
+
+def test_one_judge_call_per_test_case_with_usage_in_details_and_repeats_cached():
+    chunks = (REFUND, SHIPPING, "Refund requests take 5 days.", "Hello.")
+    questions = [f"What if these shoes don't fit (pair {i})?" for i in range(3)]
+    with FakeOpenAIServer(reply=server_reply) as server:
+        metric = ContextualRelevancyMetric(model=f"{server.base_url}#judge")
+        scores = [metric.measure(case(*chunks, question=q)) for q in questions]
+        assert server.calls == 3
+        usage = metric.result.details["usage"]
+        assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+        assert metric.evaluation_cost is None and metric.result.details["judge_calls"] == 1
+        # the shell caches by default: the same case again is answered without a call
+        assert metric.measure(case(*chunks, question=questions[0])) == scores[0]
+        assert server.calls == 3
+    assert scores == [0.5, 0.5, 0.5]
+
+
+def test_include_reason_false_leaves_reason_none():
+    with FakeOpenAIServer(reply=server_reply) as server:
+        metric = ContextualRelevancyMetric(model=f"{server.base_url}#judge", include_reason=False)
+        assert metric.measure(case(REFUND, SHIPPING)) == 0.5
+        system = server.requests[0]["messages"][0]["content"]
+    assert metric.reason is None and REASON_ASKED not in system
+    assert metric.include_reason is False
+
+
+# --- evaluation_template: DeepEval's template classes -------------------------------------
+
+
+class DeepEvalTemplate:
+    """DeepEval's documented custom template: a static ``generate_verdicts`` only."""
+
+    @staticmethod
+    def generate_verdicts(input: str, context: str) -> str:
+        return (
+            "Based on the input and context, please generate a JSON object to indicate "
+            "whether each statement found in the context is relevant to the provided input.\n"
+            'Example JSON:\n{"verdicts": [{"verdict": "yes", "statement": "..."}]}\n**\n\n'
+            f"Input:\n{input}\n\nContext:\n{context}\n\nJSON:\n"
+        )
+
+
+def test_a_deepeval_template_class_builds_the_judge_prompt():
+    with FakeOpenAIServer(reply=server_reply) as server:
+        metric = ContextualRelevancyMetric(
+            model=f"{server.base_url}#judge", evaluation_template=DeepEvalTemplate
+        )
+        assert metric.measure(case(REFUND, SHIPPING)) == 0.5
+        assert server.calls == 1
+        [only] = server.requests[0]["messages"]
+    text = DeepEvalTemplate.generate_verdicts(
+        input="<input>\nWhat if these shoes don't fit?\n</input>",
+        context=f"Chunk 1:\n<chunk>\n{REFUND}\n</chunk>\n\nChunk 2:\n<chunk>\n{SHIPPING}\n</chunk>",
+    )
+    # the template's text, then ours: the reply format it must be answered in
+    assert only["role"] == "user" and only["content"].startswith(text + "\n\n" + FORMAT_OVERRIDE)
+    assert "JSON schema" in only["content"] and REASON_ASKED in only["content"]
+    # the score is computed from the verdicts of that reply
+    assert [(v["chunk"], v["verdict"]) for v in metric.verdicts] == [(0, "yes"), (1, "no")]
+    assert metric.reason == "1 of 2 statements are relevant. judge says so"
+    assert metric.evaluation_template is DeepEvalTemplate
+
+
+def test_a_template_with_its_own_generate_reason_asks_for_the_reason_in_a_second_call(
+    rule_model,
+):
+    class WithReason(ContextualRelevancyTemplate):
+        @staticmethod
+        def generate_verdicts(input: str, context: str) -> str:
+            return f"VERDICTS PLEASE\n{input}\n{context}"
+
+        @staticmethod
+        def generate_reason(input, irrelevancies, relevant_statements, score):
+            return (
+                f"REASON PLEASE for {score}\n{input}\nirrelevant: {irrelevancies}\n"
+                f"relevant: {relevant_statements}"
+            )
+
+    prompts: list[str] = []
+
+    def answer(prompt: str) -> str:
+        prompts.append(prompt)
+        if prompt.startswith("REASON PLEASE"):
+            return fenced({"reason": "the template's own reason"})
+        return fenced(rule_reply(prompt, with_reason=REASON_ASKED in prompt))
+
+    model = rule_model(answer)
+    metric = ContextualRelevancyMetric(model=model, evaluation_template=WithReason)
+    assert metric.measure(case(REFUND, SHIPPING)) == 0.5
+    assert model.calls == 2 and metric.result.details["judge_calls"] == 2
+    verdicts_prompt, reason_prompt = prompts
+    assert verdicts_prompt.startswith("VERDICTS PLEASE\n<input>")
+    assert REASON_ASKED not in verdicts_prompt  # the reason is not asked with the verdicts
+    expected = WithReason.generate_reason(
+        input="<input>\nWhat if these shoes don't fit?\n</input>",
+        irrelevancies=["off topic"],
+        relevant_statements=[REFUND],
+        score=0.5,
+    )
+    assert reason_prompt.startswith(expected + "\n\n" + FORMAT_OVERRIDE)
+    assert metric.reason == "1 of 2 statements are relevant. the template's own reason"
+
+    # without a reason asked for, there is no second call
+    model = rule_model(answer)
+    metric = ContextualRelevancyMetric(
+        model=model, evaluation_template=WithReason, include_reason=False
+    )
+    assert metric.measure(case(REFUND, SHIPPING, question="And if they are too big?")) == 0.5
+    assert model.calls == 1 and metric.reason is None
+
+
+def test_a_template_subclass_that_overrides_nothing_uses_the_default_prompts():
+    class Unchanged(ContextualRelevancyTemplate):
+        pass
+
+    with FakeOpenAIServer(reply=server_reply) as server:
+        metric = ContextualRelevancyMetric(
+            model=f"{server.base_url}#judge", evaluation_template=Unchanged
+        )
+        assert metric.measure(case(REFUND, SHIPPING)) == 0.5
+        assert server.calls == 1
+        sent = server.requests[0]["messages"]
+    default = relevancy_messages(case().input, [REFUND, SHIPPING])
+    assert [(m["role"], m["content"]) for m in sent] == [(m["role"], m["content"]) for m in default]
+    assert metric.reason == "1 of 2 statements are relevant. judge says so"
+
+
+def test_offline_a_given_template_is_reported_unused():
+    metric = ContextualRelevancyMetric(evaluation_template=DeepEvalTemplate)
+    with pytest.warns(UserWarning, match="evaluation_template is unused offline"):
+        score = metric.measure(case(REFUND))
+    assert 0.0 <= score <= 1.0 and metric.result.details["method"] == "offline"
+    assert metric.result.details["template"].startswith("unused")
+
+
+def test_evaluation_template_that_is_no_template_is_refused():
+    with pytest.raises(TypeError, match="evaluation_template"):
+        ContextualRelevancyMetric(evaluation_template=42)
+
+
+# --- sync, async ----------------------------------------------------------------------------
+
+
+async def test_sync_measure_inside_a_running_loop_and_a_measure():
+    judge = RuleJudge()
+    metric = ContextualRelevancyMetric(model=judge)
+    assert metric.measure(case(REFUND, SHIPPING)) == 0.5  # sync call inside this test's loop
+    assert await metric.a_measure(case(REFUND)) == 1.0
+    assert metric.score == 1.0 and judge.calls == 2
+
+
+def test_a_measure_from_plain_asyncio_run():
+    metric = ContextualRelevancyMetric(model=RuleJudge())
+    assert asyncio.run(metric.a_measure(case(SHIPPING))) == 0.0
+
+
+# --- DeepEval's names, verbose mode, offline --------------------------------------------------
+
+
+def test_deepeval_names_and_verbose_mode_prints_to_stderr_for_that_measure_only(capsys):
+    quiet = ContextualRelevancyMetric(model=RuleJudge())
+    loud = ContextualRelevancyMetric(model=RuleJudge(), verbose_mode=True)
+    assert loud.__name__ == "Contextual Relevancy" and loud.evaluation_model == "rule"
+    quiet.measure(case(REFUND, SHIPPING))
+    assert capsys.readouterr() == ("", "")
+    assert "Verdicts:" in quiet.verbose_logs  # kept, not printed
+    loud.measure(case(REFUND, SHIPPING))
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "Verdicts:" in loud.verbose_logs and "Shipping is free" in loud.verbose_logs
+    assert err == f"Contextual Relevancy (rule)\n{loud.verbose_logs}\n"
+    quiet.measure(case(SHIPPING))
+    assert capsys.readouterr() == ("", "")
+
+
+def test_offline_scores_a_relevant_chunk_above_an_off_topic_one():
+    metric = ContextualRelevancyMetric()
+    question = "What is the return policy for unused items?"
+    on_topic = metric.measure(
+        case("Unused items can be returned within 30 days for a full refund.", question=question)
+    )
+    off_topic = metric.measure(
+        case("The Eiffel Tower was completed in 1889 in Paris.", question=question)
+    )
+    assert on_topic > off_topic
+    assert metric.evaluation_model == "offline" and metric.evaluation_cost is None
+    assert metric.result.details["method"] == "offline"
+    assert "template" not in metric.result.details
+    assert metric.reason.startswith("0 of 1 statement is relevant.")
+    assert metric.verdicts[0]["verdict"] == "no" and 0 <= metric.verdicts[0]["relevance"] < 0.5
+
+
+def test_example_runs_offline():
+    assert contextlens.ContextualRelevancyMetric is ContextualRelevancyMetric
+    # no judge (offline); the test's own cache folder (conftest) is kept
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OPENAI") and k != "CONTEXTLENS_JUDGE"
+    }
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    score, reason = out.stdout.strip().splitlines()[-2:]
+    assert 0.0 <= float(score) <= 1.0 and "statement" in reason

@@ -1,0 +1,254 @@
+"""Opik's surface: ``contextlens.ContextPrecision``, ``ScoreResult``, ``to_score_result``.
+
+The metric itself (prompt, few-shot examples, judged and offline scoring) is tested on its
+core in tests/metrics/test_context_precision.py; here, what the shell adds: the call
+surface, the run through the engine, Opik's failures and ``track=True``.
+"""
+
+import asyncio
+import json
+import math
+import runpy
+from pathlib import Path
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+import contextlens
+from contextlens import store as store_mod
+from contextlens.backend import Usage
+from contextlens.compat.opik import ContextPrecision, ScoreResult, to_score_result
+from contextlens.embeddings.adapters import as_embedder
+from contextlens.errors import InputError, MetricComputationError
+from contextlens.judges.base import DEFAULT_FENCE, Judgement
+from contextlens.metrics.base import Services
+from contextlens.metrics.context_precision import DEFAULT_FEW_SHOT_EXAMPLES, PrecisionCase
+from contextlens.schemas import MetricResult
+from contextlens.testing import FakeOpenAIServer
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "context_precision_opik.py"
+
+# A small handmade case (a library's rules), not the shared data.
+LIBRARY = {
+    "input": "When is the library open and how many books can I borrow?",
+    "expected_output": "Weekdays 9am to 6pm; members may borrow 5 books.",
+    "context": [
+        "Opening hours: Monday to Friday, 9am-6pm. Closed on weekends.",
+        "Members can borrow up to five books for three weeks.",
+    ],
+}
+GOOD = "The library opens at 9am and closes at 6pm on weekdays. Members can borrow up to 5 books."
+
+
+def verdict(score, reason="r"):
+    return "```json\n" + json.dumps({"reason": reason, "score": score}) + "\n```"
+
+
+class StubJudge:
+    """A Judge returning a fixed verdict and counting calls."""
+
+    name = "stub:judge"
+
+    def __init__(self, score=0.7, reason="stub reason"):
+        self.score, self.reason, self.calls = score, reason, 0
+
+    async def judge(self, messages, schema, *, fence=DEFAULT_FENCE):
+        self.calls += 1
+        await asyncio.sleep(0)
+        out = schema(reason=self.reason, score=self.score)
+        return Judgement(output=out, raw="", usage=Usage(10, 5), latency=0.01)
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A configured run store for ``track=True``, unset afterwards."""
+    configured = store_mod.configure(tmp_path / "runs.sqlite3")
+    try:
+        yield configured
+    finally:
+        store_mod.configure(None)
+
+
+# -- the judged call ------------------------------------------------------------------------
+
+
+def test_score_and_reason_come_from_one_call_with_usage_in_metadata():
+    with FakeOpenAIServer(replies=[verdict(0.8, "close")]) as server:
+        metric = ContextPrecision(model=f"{server.base_url}#judge")
+        result = metric.score(**LIBRARY, output=GOOD)
+        assert server.calls == 1
+        prompt_tokens = server.prompt_tokens
+    assert isinstance(result, ScoreResult) and not result.scoring_failed
+    assert (result.name, result.value, result.reason) == ("context_precision_metric", 0.8, "close")
+    usage = result.metadata["usage"]
+    assert usage["prompt_tokens"] == prompt_tokens > 0 and usage["completion_tokens"] > 0
+    assert result.metadata["judge"] == "openai-compat:judge" and result.metadata["attempts"] == 1
+    assert metric.judge_name == "openai-compat:judge" and metric.metric.name == metric.name
+
+
+def test_an_identical_call_is_answered_from_the_cache():
+    with FakeOpenAIServer(replies=[verdict(0.8, "close"), verdict(0.1, "other")]) as server:
+        metric = ContextPrecision(model=f"{server.base_url}#judge")
+        first = metric.score(**LIBRARY, output=GOOD)
+        again = ContextPrecision(model=f"{server.base_url}#judge").score(**LIBRARY, output=GOOD)
+        assert server.calls == 1
+    assert (first.value, first.reason) == (again.value, again.reason) == (0.8, "close")
+
+
+def test_an_out_of_range_score_is_reasked_then_raised_and_recorded_as_a_failure(store):
+    with FakeOpenAIServer(replies=[verdict(1.7), verdict(1.5)]) as server:
+        metric = ContextPrecision(model=f"{server.base_url}#judge")
+        pattern = r"context_precision_metric: invalid reply after one re-ask: .*score.*less than"
+        with pytest.raises(MetricComputationError, match=pattern) as raised:
+            metric.score(**LIBRARY, output=GOOD)
+        assert server.calls == 2
+        assert "score" in server.requests[-1]["messages"][-1]["content"]  # the re-ask
+    [info] = store.list_runs()
+    assert (info.n_items, info.n_failed) == (1, 1)
+    [item] = store.load(info.run_id, results=True).results
+    assert item.failed and item.score is None and item.metric == "context_precision_metric"
+    assert item.error in str(raised.value) and "less than or equal to 1" in item.error
+
+
+def test_a_failed_result_becomes_a_flagged_nan_never_a_bare_one():
+    failed = MetricResult(metric="m", score=None, error="boom", details={"judge": "j"})
+    out = to_score_result(failed, "n")
+    assert out.scoring_failed and math.isnan(out.value) and out.name == "n"
+    assert out.metadata == {"judge": "j", "error": "boom"} and out.reason == "boom"
+    assert failed.details == {"judge": "j"}  # the result's own details are not changed
+    explained = MetricResult(metric="m", score=None, error="e", reason="why")
+    with_reason = to_score_result(explained, "n")
+    assert with_reason.reason == "why" and with_reason.metadata["error"] == "e"
+
+
+def test_to_score_result_keeps_a_good_score():
+    ok = to_score_result(MetricResult(metric="m", score=0.4, reason="why"), "n")
+    assert (ok.name, ok.value, ok.reason, ok.scoring_failed) == ("n", 0.4, "why", False)
+    assert ok.metadata == {}
+
+
+def test_seed_and_temperature_reach_the_request_body_for_a_spec_string():
+    with FakeOpenAIServer(replies=[verdict(0.5), verdict(0.5)]) as server:
+        ContextPrecision(model=f"{server.base_url}#judge", seed=7, temperature=0.3).score(
+            **LIBRARY, output=GOOD
+        )
+        ContextPrecision(model=f"{server.base_url}#judge").score(**LIBRARY, output=GOOD)
+        seeded, default = server.requests
+    assert (seeded["seed"], seeded["temperature"], seeded["model"]) == (7, 0.3, "judge")
+    assert "seed" not in default and default["temperature"] == 0.0
+
+
+def test_seed_and_temperature_are_ignored_for_a_langchain_model():
+    model = FakeListChatModel(responses=[verdict(0.9, "lc")])
+    result = ContextPrecision(model=model, seed=1, temperature=0.5).score(**LIBRARY, output=GOOD)
+    assert (result.value, result.reason) == (0.9, "lc")
+
+
+# -- sync, async ----------------------------------------------------------------------------
+
+
+def test_sync_score_outside_a_loop_and_ignored_kwargs():
+    judge = StubJudge()
+    metric = ContextPrecision(model=judge, project_name="ignored")
+    result = metric.score(**LIBRARY, output=GOOD, unused="x")
+    assert result.value == 0.7 and result.reason == "stub reason" and judge.calls == 1
+    assert result.metadata["judge"] == "stub:judge" and metric.judge_name == "stub:judge"
+
+
+async def test_ascore_awaits_and_score_works_inside_a_running_loop():
+    judge = StubJudge(score=0.25)
+    metric = ContextPrecision(model=judge)
+    a = await metric.ascore(**LIBRARY, output=GOOD)
+    b = metric.score(**LIBRARY, output=GOOD)  # a running loop: run in a worker thread
+    assert a == b and a.value == 0.25 and judge.calls == 2
+
+
+# -- input and the offline default ----------------------------------------------------------
+
+
+def test_model_none_is_the_offline_estimate():
+    metric = ContextPrecision()
+    result = metric.score(**LIBRARY, output=GOOD)
+    assert result.metadata["judge"] == "offline" and metric.judge_name == "offline"
+    assert 0.0 < result.value <= 1.0 and not result.scoring_failed
+    assert "judge='offline'" in repr(metric)
+
+
+def test_offline_with_nothing_to_compare_raises_and_to_score_result_flags_it():
+    metric = ContextPrecision()
+    with pytest.raises(MetricComputationError, match="nothing to compare"):
+        metric.score(input="q", output="An answer.", expected_output="", context=[])
+    services = Services(judge=None, embedder=as_embedder(None))
+    result = asyncio.run(metric.metric.score(PrecisionCase(output="An answer."), services))
+    failed = to_score_result(result, metric.name)
+    assert result.failed and failed.scoring_failed and math.isnan(failed.value)
+    assert failed.metadata["error"] == result.error and failed.name == metric.name
+
+
+def test_few_shot_examples_are_validated_and_kept_on_the_core():
+    with pytest.raises(InputError, match=r"'few_shot_examples\[0\]': missing 'input'"):
+        ContextPrecision(few_shot_examples=[{"title": "t"}])
+    assert ContextPrecision().few_shot_examples == DEFAULT_FEW_SHOT_EXAMPLES
+    metric = ContextPrecision(name="cp", few_shot_examples=[])
+    assert metric.few_shot_examples == () == metric.metric.few_shot_examples
+    assert metric.name == metric.metric.name == "cp"
+
+
+def test_bad_input_raises_an_input_error_not_a_computation_error():
+    metric = ContextPrecision(model=StubJudge())
+    with pytest.raises(InputError, match="field 'output'"):
+        metric.score(input="q", output=None, expected_output="e", context=["c"])
+    with pytest.raises(InputError, match="field 'context'"):
+        metric.score(input="q", output="o", expected_output="e", context=[1])
+    assert metric.metric.judge.calls == 0
+    result = metric.score(input=None, output="o", expected_output=None, context="one chunk")
+    assert result.value == 0.7
+
+
+# -- the example ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_judge_env(monkeypatch):
+    monkeypatch.delenv("CONTEXTLENS_JUDGE", raising=False)
+    return monkeypatch
+
+
+def test_the_shell_is_exported_from_the_package():
+    assert contextlens.ContextPrecision is ContextPrecision
+    assert contextlens.ScoreResult is ScoreResult
+
+
+def test_opik_example_runs_offline(no_judge_env, capsys):
+    runpy.run_path(str(EXAMPLE), run_name="__main__")
+    value, reason = capsys.readouterr().out.strip().splitlines()[:2]
+    assert 0.5 <= float(value) <= 1.0 and reason.startswith("Offline estimate")
+
+
+def test_opik_example_runs_with_a_judge_from_the_environment(no_judge_env, capsys):
+    with FakeOpenAIServer(replies=[verdict(1.0, "Paris, as expected.")]) as server:
+        no_judge_env.setenv("CONTEXTLENS_JUDGE", f"{server.base_url}#judge")
+        runpy.run_path(str(EXAMPLE), run_name="__main__")
+    assert capsys.readouterr().out.splitlines()[:2] == ["1.0", "Paris, as expected."]
+
+
+# -- track ----------------------------------------------------------------------------------
+
+
+def test_track_records_in_the_configured_store_only(tmp_path):
+    metric = ContextPrecision()
+    metric.score(input="q", output="Paris", expected_output="Paris", context=["Paris is big."])
+    assert store_mod.active_store() is None
+    store_mod.configure(tmp_path / "runs.sqlite3")
+    try:
+        metric.score(input="q2", output="Paris", expected_output="Paris", context=["Paris."])
+        ContextPrecision(track=False).score(
+            input="q3", output="x", expected_output="x", context=["x"]
+        )
+        [info] = store_mod.active_store().list_runs()
+        assert info.n_items == 1 and info.n_failed == 0
+        [item] = store_mod.active_store().load(info.run_id, results=True).results
+        assert (item.metric, item.case_id) == ("context_precision_metric", "q2")
+        assert item.score is not None
+    finally:
+        store_mod.configure(None)

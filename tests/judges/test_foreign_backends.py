@@ -1,0 +1,149 @@
+"""LangChain and LiteLLM under the backend contract: their exceptions become rate limits,
+transient faults and fatal errors, so retries, Retry-After and the adaptive limiter behave as
+for the built-in backend. Against a real server on 127.0.0.1 injecting 429s and 500s."""
+
+from __future__ import annotations
+
+import httpx
+import litellm
+import openai
+import pytest
+from langchain_core.exceptions import OutputParserException
+from langchain_openai import ChatOpenAI
+from pydantic import BaseModel, ValidationError
+
+from contextlens import ModelTestCase, evaluate
+from contextlens.backend import (
+    BackendConnectionError,
+    BackendTimeout,
+    FatalError,
+    RateLimited,
+    TransientError,
+)
+from contextlens.judges import LangChainBackend, LiteLLMBackend
+from contextlens.judges.errors import as_backend_error, is_reply_error
+from contextlens.testing import FakeOpenAIServer
+
+URL = "http://127.0.0.1:9/v1/chat/completions"
+
+
+def response(status: int, **headers: str) -> httpx.Response:
+    return httpx.Response(status, headers=headers, request=httpx.Request("POST", URL))
+
+
+def test_openai_sdk_exceptions_map_to_the_three_kinds():
+    limited = as_backend_error(
+        openai.RateLimitError(
+            "slow down", response=response(429, **{"retry-after": "0.3"}), body=None
+        )
+    )
+    assert isinstance(limited, RateLimited) and limited.retry_after == pytest.approx(0.3)
+    millis = as_backend_error(
+        openai.RateLimitError("x", response=response(429, **{"retry-after-ms": "250"}), body=None)
+    )
+    assert millis.retry_after == pytest.approx(0.25)
+    overloaded = as_backend_error(
+        openai.InternalServerError("busy", response=response(503), body=None)
+    )
+    assert isinstance(overloaded, RateLimited)
+    broken = as_backend_error(openai.InternalServerError("oops", response=response(500), body=None))
+    assert isinstance(broken, TransientError) and broken.status == 500
+    denied = as_backend_error(openai.AuthenticationError("no", response=response(401), body=None))
+    assert isinstance(denied, FatalError) and not denied.retryable
+    request = httpx.Request("POST", URL)
+    assert isinstance(as_backend_error(openai.APITimeoutError(request)), BackendTimeout)
+    assert isinstance(
+        as_backend_error(openai.APIConnectionError(request=request)), BackendConnectionError
+    )
+    assert isinstance(as_backend_error(httpx.ConnectError("refused")), BackendConnectionError)
+    assert isinstance(as_backend_error(KeyError("x")), FatalError)
+
+
+def test_litellm_exceptions_map_to_the_three_kinds():
+    limited = as_backend_error(
+        litellm.RateLimitError(
+            "slow down", "openai", "m", response=response(429, **{"retry-after": "0.4"})
+        )
+    )
+    assert isinstance(limited, RateLimited) and limited.retry_after == pytest.approx(0.4)
+    timeout = as_backend_error(litellm.Timeout("late", model="m", llm_provider="openai"))
+    assert isinstance(timeout, TransientError)
+    down = as_backend_error(
+        litellm.ServiceUnavailableError("down", "openai", "m", response=response(503))
+    )
+    assert isinstance(down, RateLimited)
+
+
+def test_parse_failures_of_structured_output_are_reply_errors_not_transport_errors():
+    class Shape(BaseModel):
+        score: float
+
+    with pytest.raises(ValidationError) as info:
+        Shape.model_validate_json("not json")
+    assert is_reply_error(info.value)
+    assert is_reply_error(OutputParserException("bad"))
+    assert not is_reply_error(openai.APITimeoutError(httpx.Request("POST", URL)))
+
+
+CASES = [
+    ModelTestCase(
+        name=f"c{i}",
+        input=f"question {i}",
+        actual_output="answer",
+        expected_output="answer",
+        retrieval_context=["context"],
+    )
+    for i in range(40)
+]
+
+
+def backends(server: FakeOpenAIServer) -> dict[str, object]:
+    return {
+        "langchain": LangChainBackend(
+            ChatOpenAI(model="m", base_url=server.base_url, api_key="sk-test", max_retries=0)
+        ),
+        "litellm": LiteLLMBackend("openai/m", api_base=server.base_url, api_key="sk-test"),
+    }
+
+
+@pytest.mark.parametrize("kind", ["langchain", "litellm"])
+def test_rate_limits_are_retried_after_retry_after_and_lower_the_limit(kind):
+    with FakeOpenAIServer(fail_429_rate=0.2, retry_after="0.05", latency=0.01, seed=7) as server:
+        backend = backends(server)[kind]
+        run = evaluate(
+            CASES,
+            ["context-precision"],
+            judge=backend,
+            max_concurrency=8,
+            cache=False,
+            progress=False,
+        )
+        summary = run.summaries["context_precision"]
+        limited = server.status_counts.get(429, 0)
+    assert summary.n_failed == 0 and summary.n_scored == len(CASES)
+    assert limited >= 3  # 20% of the calls or so
+    assert summary.accounting["retries"] == limited  # each 429 was retried once, by the engine
+    assert summary.accounting["calls"] == len(CASES) + limited
+    from contextlens.engine.limiter import limiter_for
+
+    limiter = limiter_for(backend.key)
+    assert limiter.rate_limited == limited and limiter.peak <= 8
+
+
+@pytest.mark.parametrize("kind", ["langchain", "litellm"])
+def test_server_errors_are_retried_and_bad_requests_are_not(kind):
+    with FakeOpenAIServer(script=["500", "500"]) as server:
+        run = evaluate(CASES[:1], ["context-precision"], judge=backends(server)[kind], cache=False)
+        assert run.summaries["context_precision"].n_failed == 0 and server.calls == 3
+    with FakeOpenAIServer() as server:
+        # A 404 is a fatal error: no retry, and the item fails with the reason.
+        url = server.base_url.replace("/v1", "/nowhere")
+        backend = (
+            LangChainBackend(ChatOpenAI(model="m", base_url=url, api_key="k", max_retries=0))
+            if kind == "langchain"
+            else LiteLLMBackend("openai/m", api_base=url, api_key="k")
+        )
+        run = evaluate(CASES[:1], ["context-precision"], judge=backend, cache=False)
+        [item] = run.results
+        assert item.failed and "404" in item.error and server.calls == 0
+        assert run.summaries["context_precision"].accounting["retries"] == 0

@@ -1,0 +1,119 @@
+"""Who judges: a metric's own ``model=`` judges it; ``evaluate(judge=...)`` judges the others;
+the run says which judge each metric used; making a metric changes no shared state."""
+
+import json
+
+import pytest
+
+from contextlens import (
+    ContextPrecision,
+    ContextSimilarityEvaluator,
+    ContextualRelevancyMetric,
+    ModelTestCase,
+    evaluate,
+)
+from contextlens.engine.limiter import limiter_for
+from contextlens.judges import OpenAICompatBackend
+from contextlens.testing import FakeOpenAIServer
+
+CASES = [
+    ModelTestCase(
+        name=f"c{i}",
+        input="When does the shop open?",
+        actual_output="At 9 am.",
+        expected_output="9 am",
+        retrieval_context=["The shop opens at 9 am.", "Parking is free."],
+    )
+    for i in range(4)
+]
+
+
+def verdicts(request: dict) -> str:
+    prompt = request["messages"][-1]["content"]
+    if "Chunk 1:" in prompt:
+        return json.dumps(
+            {
+                "statements": [
+                    {"chunk": 1, "statement": "opens at 9", "reason": "answers", "verdict": "yes"},
+                    {"chunk": 2, "statement": "parking", "reason": "other", "verdict": "no"},
+                ],
+                "reason": "Half of it.",
+            }
+        )
+    return json.dumps({"reason": "Matches.", "score": 0.8})
+
+
+@pytest.fixture
+def servers():
+    with FakeOpenAIServer(reply=verdicts) as own, FakeOpenAIServer(reply=verdicts) as run:
+        yield own, run
+
+
+def test_a_metrics_own_judge_is_called_by_evaluate(servers):
+    own, _ = servers
+    run = evaluate(CASES, [ContextPrecision(model=f"{own.base_url}#own-model")], progress=False)
+    assert own.calls == len(CASES)
+    summary = run.summaries["context_precision_metric"]
+    assert summary.mean == pytest.approx(0.8) and summary.n_failed == 0
+    assert summary.judge == "openai-compat:own-model"
+    assert {item.judge for item in run.results} == {"openai-compat:own-model"}
+
+
+def test_the_runs_judge_judges_the_metrics_without_one(servers):
+    own, shared = servers
+    metrics = [
+        ContextPrecision(model=f"{own.base_url}#own-model"),
+        ContextualRelevancyMetric(),  # no judge of its own: the run's
+        ContextSimilarityEvaluator(),  # embeddings only
+    ]
+    run = evaluate(CASES, metrics, judge=f"{shared.base_url}#shared-model", progress=False)
+    assert own.calls == len(CASES) and shared.calls == len(CASES)
+    judges = {name: s.judge for name, s in run.summaries.items()}
+    assert judges == {
+        "context_precision_metric": "openai-compat:own-model",
+        "contextual_relevancy": "openai-compat:shared-model",
+        "context_similarity": None,  # it asks no judge
+    }
+    assert run.summaries["contextual_relevancy"].mean == pytest.approx(0.5)
+    assert "own-model" in run.judge and "shared-model" in run.judge
+
+
+def test_an_offline_run_never_silently_drops_a_metrics_judge(servers):
+    own, _ = servers
+    run = evaluate(CASES, [ContextPrecision(model=f"{own.base_url}#own-model")], judge="offline")
+    assert own.calls == len(CASES)
+    assert run.summaries["context_precision_metric"].judge == "openai-compat:own-model"
+
+
+def test_an_explicitly_offline_metric_stays_offline_under_a_run_judge(servers):
+    _, shared = servers
+    run = evaluate(CASES, [ContextPrecision(model="offline")], judge=f"{shared.base_url}#m")
+    assert shared.calls == 0
+    assert run.summaries["context_precision_metric"].judge == "offline"
+
+
+def test_judges_a_facade_builds_use_the_cache(servers, tmp_path):
+    own, _ = servers
+    metric = ContextPrecision(model=f"{own.base_url}#own-model")
+    evaluate(CASES, [metric], cache=tmp_path / "cache.sqlite3", progress=False)
+    first = own.calls
+    evaluate(CASES, [metric], cache=tmp_path / "cache.sqlite3", progress=False)
+    assert first >= 1 and own.calls == first  # the second run is answered from the cache
+    own.reset()
+    for _ in range(3):  # the seed call surface goes through the same default cache
+        metric.score(input="q", output="o", expected_output="e", context=["c"])
+    assert own.calls == 1
+
+
+def test_making_a_metric_or_a_run_does_not_reset_the_shared_limiter(servers):
+    own, _ = servers
+    spec = f"{own.base_url}#limited"
+    limiter = limiter_for(OpenAICompatBackend("limited", base_url=own.base_url).key, 4)
+    assert limiter.max_limit == 4
+    metric = ContextPrecision(model=spec)
+    ContextualRelevancyMetric(model=spec)
+    assert limiter.max_limit == 4
+    evaluate(CASES, [metric], cache=False, progress=False)
+    assert limiter.max_limit == 4 and limiter.peak <= 4
+    evaluate(CASES, [metric], cache=False, progress=False, max_concurrency=2)
+    assert limiter.max_limit == 2  # an explicit bound is a request to change it
