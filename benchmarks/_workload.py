@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from contextlens.metrics.context import Context
+from contextlens import Context
 from contextlens.runner import evaluate
 from contextlens.schemas import Batch, Dataset
 
@@ -76,7 +76,8 @@ def fenced_reply(request: dict[str, Any]) -> str:
 
 
 def _serve(conn: Any, options: dict[str, Any]) -> None:
-    """Child process: run the server and answer "stats" / "reset" until "stop"."""
+    """Child process: run the server and answer "stats", "reset" and ("set", {attr: value})
+    until "stop"."""
     from contextlens.testing.fake_openai import FakeOpenAIServer
 
     with FakeOpenAIServer(reply=fenced_reply, **options) as server:
@@ -84,6 +85,9 @@ def _serve(conn: Any, options: dict[str, Any]) -> None:
         while (command := conn.recv()) != "stop":
             if command == "reset":
                 server.reset()
+            elif isinstance(command, tuple) and command[0] == "set":
+                for name, value in command[1].items():
+                    setattr(server, name, value)
             usage = resource.getrusage(resource.RUSAGE_SELF)
             conn.send(
                 {
@@ -126,6 +130,11 @@ class RemoteServer:
 
     def reset(self) -> dict[str, Any]:
         self._conn.send("reset")
+        return self._conn.recv()
+
+    def set(self, **attrs: Any) -> dict[str, Any]:
+        """Change the server's settings (e.g. ``fail_429_rate``) while it serves."""
+        self._conn.send(("set", attrs))
         return self._conn.recv()
 
     def stop(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from _common import load_cases, parse_args, timed, write_result
 
 import contextlens
-from contextlens.metrics.contextual_relevancy import ContextualRelevancyMetric
+from contextlens import ContextualRelevancyMetric
 from contextlens.runner import evaluate
 from contextlens.schemas import ModelTestCase
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,8 +26,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+#: Width of tables written to a file or a CI log (a terminal's own width is used otherwise):
+#: wide enough that no number is cut.
+PIPE_WIDTH = 160
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
+if not out.is_terminal and "COLUMNS" not in os.environ:
+    out.width = PIPE_WIDTH
 
 _KNOWN_PREFIXES = ("offline", "openai:", "litellm:", "http://", "https://")
 
@@ -82,7 +88,9 @@ def summary_table(run: Any) -> Table:
     table = Table(title=f"contextlens run {run.run_id}", title_justify="left")
     columns = ("metric", "judge", "mean", "interval", "n", "failed", "calls", "tokens", "cost")
     for col in (*columns, "time"):
-        table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
+        table.add_column(
+            col, justify="left" if col in ("metric", "judge") else "right", no_wrap=True
+        )
     for s in run.summaries.values():
         acc = s.accounting or {}
         interval = f"[{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None else "-"

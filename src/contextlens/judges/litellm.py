@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from contextlens.backend import Completion, FatalError, Message, Usage
+from contextlens.backend import Completion, Message
 from contextlens.errors import MissingExtraError
 from contextlens.judges.errors import as_backend_error
+from contextlens.judges.openai_sdk import completion_of
 from contextlens.sync import in_thread
 
 #: Keyword arguments that say how to reach the model, not what it answers: kept out of the
@@ -43,6 +44,9 @@ class LiteLLMBackend:
             import litellm
         except ImportError as exc:
             raise MissingExtraError("litellm", "litellm") from exc
+        # LiteLLM prints a help banner with every exception it raises; the engine reports
+        # each failure with its reason, and a run under rate limits raises many.
+        litellm.suppress_debug_info = True
         self._litellm = litellm
         self.model = model
         self.use_structured_output = use_structured_output
@@ -76,17 +80,4 @@ class LiteLLMBackend:
             )
         except Exception as exc:
             raise as_backend_error(exc) from exc
-        latency = time.perf_counter() - start
-        try:
-            text = reply.choices[0].message.content or ""
-        except (AttributeError, IndexError, TypeError):
-            raise FatalError(f"reply has no choices[0].message: {reply!r:.300}") from None
-        usage = getattr(reply, "usage", None)
-        return Completion(
-            text=text,
-            usage=Usage(
-                int(getattr(usage, "prompt_tokens", 0) or 0),
-                int(getattr(usage, "completion_tokens", 0) or 0),
-            ),
-            latency=latency,
-        )
+        return completion_of(reply, time.perf_counter() - start)

@@ -94,19 +94,24 @@ class OpenAIClientBackend:
                 reply = await in_thread(create, **kwargs)
         except Exception as exc:
             raise as_backend_error(exc) from exc
-        latency = time.perf_counter() - start
-        try:
-            text = reply.choices[0].message.content
-        except (AttributeError, IndexError, TypeError):
-            raise FatalError(f"reply has no choices[0].message: {reply!r:.300}") from None
-        if not isinstance(text, str):
-            raise FatalError(f"reply has no text content: {reply.choices[0].message!r:.300}")
-        usage = getattr(reply, "usage", None)
-        return Completion(
-            text=text,
-            usage=Usage(
-                int(getattr(usage, "prompt_tokens", 0) or 0),
-                int(getattr(usage, "completion_tokens", 0) or 0),
-            ),
-            latency=latency,
-        )
+        return completion_of(reply, time.perf_counter() - start)
+
+
+def completion_of(reply: Any, latency: float) -> Completion:
+    """A :class:`Completion` from a reply object of the ``openai`` SDK's shape (the SDK's
+    own, LiteLLM's ``ModelResponse``); :class:`FatalError` when it holds no text."""
+    try:
+        text = reply.choices[0].message.content
+    except (AttributeError, IndexError, TypeError):
+        raise FatalError(f"reply has no choices[0].message: {reply!r:.300}") from None
+    if not isinstance(text, str):
+        raise FatalError(f"reply has no text content: {reply.choices[0].message!r:.300}")
+    usage = getattr(reply, "usage", None)
+    return Completion(
+        text=text,
+        usage=Usage(
+            int(getattr(usage, "prompt_tokens", 0) or 0),
+            int(getattr(usage, "completion_tokens", 0) or 0),
+        ),
+        latency=latency,
+    )

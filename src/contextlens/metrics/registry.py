@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -108,7 +109,15 @@ def _load() -> None:
             if module.name not in _NOT_METRICS and not module.name.startswith("_"):
                 importlib.import_module(f"contextlens.metrics.{module.name}")
         for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
-            entry.load()
+            try:
+                entry.load()
+            except Exception as exc:  # one broken plugin must not hide every metric
+                warnings.warn(
+                    f"contextlens: the metric plugin {entry.name!r} ({entry.value}) failed "
+                    f"to load: {type(exc).__name__}: {exc}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
 
 def registered() -> dict[str, MetricInfo]:
