@@ -62,7 +62,7 @@ def storm_run(kind: str, args: argparse.Namespace) -> None:
         worker = threading.Thread(target=work)
         t0 = time.perf_counter()
         worker.start()
-        rows, phase, lowest = [], "calm", args.concurrency
+        rows, phase = [], "calm"
         while worker.is_alive():
             worker.join(SAMPLE_S)
             t = time.perf_counter() - t0
@@ -73,7 +73,6 @@ def storm_run(kind: str, args: argparse.Namespace) -> None:
                 server.set(fail_429_rate=0.0)
                 phase = "after"
             stats = server.stats()
-            lowest = min(lowest, limiter.limit)
             rows.append(
                 [
                     f"{t:5.1f}",
@@ -94,7 +93,7 @@ def storm_run(kind: str, args: argparse.Namespace) -> None:
     print(
         f"{kind}: {args.sessions} items in {wall:.1f} s; scored {summary.n_scored}, failed "
         f"{summary.n_failed}; {acct['calls']} calls, {acct['retries']} retries, "
-        f"{limiter.rate_limited} rate-limited; limit {args.concurrency} -> lowest {lowest} "
+        f"{limiter.rate_limited} rate-limited; limit {args.concurrency} -> lowest {limiter.lowest} "
         f"-> {limiter.limit} at the end\n"
     )
 

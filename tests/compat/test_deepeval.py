@@ -3,9 +3,7 @@ ContextualRelevancyScorer, whose own logic is tested in
 tests/metrics/test_contextual_relevancy.py)."""
 
 import asyncio
-import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,83 +13,23 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 import contextlens
 from contextlens import ContextualRelevancyMetric, ContextualRelevancyTemplate
-from contextlens.backend import Usage
 from contextlens.errors import InputError, MetricComputationError
-from contextlens.judges.base import DEFAULT_FENCE, Judgement
 from contextlens.metrics.contextual_relevancy import ContextualRelevancyScorer, relevancy_messages
-from contextlens.offline.text import sentences
-from contextlens.schemas import ModelTestCase
 from contextlens.testing import FakeOpenAIServer
+from support.relevancy import (
+    FORMAT_OVERRIDE,
+    REASON_ASKED,
+    REFUND,
+    SHIPPING,
+    RuleJudge,
+    case,
+    fenced,
+    rule_reply,
+    server_reply,
+    verdict_reply,
+)
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "contextual_relevancy_deepeval.py"
-CHUNK_RE = re.compile(r"Chunk (\d+):\n<chunk>\n(.*?)\n</chunk>", re.S)
-REASON_ASKED = "how relevant the context is overall"  # the reply format's reason field
-FORMAT_OVERRIDE = "Whatever reply format was described above, reply in this one instead."
-
-
-def rule_reply(prompt: str, with_reason: bool = True, reason: str = "judge says so") -> dict:
-    """What a careful judge would answer: one statement per sentence, 'yes' when it is
-    about refunds."""
-    statements = [
-        {
-            "chunk": int(k),
-            "statement": s,
-            "reason": "about refunds" if "refund" in s.lower() else "off topic",
-            "verdict": "yes" if "refund" in s.lower() else "no",
-        }
-        for k, body in CHUNK_RE.findall(prompt)
-        for s in sentences(body)
-    ]
-    data: dict = {"statements": statements}
-    if with_reason:
-        data["reason"] = reason
-    return data
-
-
-def fenced(data: dict) -> str:
-    return "```json\n" + json.dumps(data) + "\n```"
-
-
-def server_reply(request: dict) -> str:
-    """The fake server's answer; with one message, the system text is the user text."""
-    system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
-    return fenced(rule_reply(user, with_reason=REASON_ASKED in system))
-
-
-class RuleJudge:
-    """An in-process Judge that answers like :func:`rule_reply` and counts its calls."""
-
-    name = "rule"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def judge(self, messages, schema, *, fence=DEFAULT_FENCE):
-        self.calls += 1
-        await asyncio.sleep(0)
-        data = rule_reply(messages[-1]["content"], "reason" in schema.model_fields)
-        return Judgement(schema.model_validate(data), json.dumps(data), Usage(), 0.0)
-
-
-def verdict_reply(*verdicts: str, reason: str = "r") -> str:
-    return fenced(
-        {
-            "statements": [
-                {"chunk": 1, "statement": f"s{i}", "reason": "x", "verdict": v}
-                for i, v in enumerate(verdicts)
-            ],
-            "reason": reason,
-        }
-    )
-
-
-def case(*chunks: str | None, question: str = "What if these shoes don't fit?") -> ModelTestCase:
-    context = None if chunks == (None,) else list(chunks)
-    return ModelTestCase(input=question, actual_output="We refund.", retrieval_context=context)
-
-
-REFUND = "All customers are eligible for a 30 day full refund at no extra cost."
-SHIPPING = "Shipping is free on orders over 50 dollars."
 
 
 # --- measure and its attributes -------------------------------------------------------------

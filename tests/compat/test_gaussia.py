@@ -3,7 +3,6 @@
 The scoring itself (the ContextAwareness core) is tested in tests/metrics/test_context.py.
 """
 
-import json
 import logging
 import math
 from pathlib import Path
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from contextlens import (
-    Batch,
     BayesianMode,
     Context,
     ContextInteraction,
@@ -23,52 +21,14 @@ from contextlens import (
 )
 from contextlens.metrics.context import ContextAwareness
 from contextlens.stats import FrequentistMode
+from support.context import by_query, make_session, verdict
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "context_techstore.py"
-CONTEXT = (
-    "You are the assistant of Bella Pizza. Opening hours: Tuesday to Sunday, noon to 10pm. "
-    "Closed on Mondays. Delivery within 5 km for orders over 20 euros."
-)
-QUERIES = {
-    "hours": "When are you open?",
-    "delivery": "Do you deliver?",
-    "monday": "Open on Monday?",
-}
-
-
-def make_session(sid="s1", weights=(None, None, None)):
-    replies = [
-        ("hours", "We are open Tuesday to Sunday from noon to 10pm."),
-        ("delivery", "Yes, we deliver within 5 km for orders over 20 euros."),
-        ("monday", "Yes, Monday we are open all night until 4am."),
-    ]
-    return Dataset(
-        session_id=sid,
-        assistant_id="pizza-bot",
-        context=CONTEXT,
-        conversation=[
-            Batch(qa_id=q, query=QUERIES[q], assistant=a, ground_truth_assistant="", weight=w)
-            for (q, a), w in zip(replies, weights, strict=True)
-        ],
-    )
 
 
 class ListRetriever(Retriever):
     def load_dataset(self):
         return self.kwargs["sessions"]
-
-
-def verdict(score, reason="r"):
-    return json.dumps({"reason": reason, "score": score})
-
-
-def by_query(replies):
-    """A judge rule: the reply for the interaction whose query is in the prompt; anything
-    else (an unknown query, the re-ask after an invalid reply) gets no JSON."""
-    return lambda prompt: next(
-        (replies[q] for q, text in QUERIES.items() if q in replies and text in prompt),
-        "no JSON here",
-    )
 
 
 @pytest.fixture

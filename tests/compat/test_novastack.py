@@ -5,86 +5,27 @@ maths is tested on the core in tests/metrics/test_context_similarity.py."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import math
-import threading
 from collections import Counter
-from collections.abc import Sequence
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
-from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
-from numpy.typing import NDArray
+from langchain_core.embeddings import DeterministicFakeEmbedding
 
 import contextlens
 from contextlens import ContextSimilarityEvaluator
 from contextlens.embeddings.adapters import InvalidEmbeddingError
 from contextlens.metrics.context_similarity import ContextSimilarityScorer
 from contextlens.schemas import ModelTestCase
-
-NOVASTACK_KEYS = {"query_context_similarity", "answer_context_similarity", "score", "passing"}
-_ids = itertools.count()
-
-
-def _random_vector(text: str, dim: int) -> list[float]:
-    """A deterministic pseudo-random vector per text."""
-    rng = np.random.default_rng(sum(map(ord, text)) * 7919 + len(text))
-    return list(rng.normal(size=dim))
-
-
-class FakeEmbedder:
-    """A contextlens Embedder (used as is): fixed vectors per text (unnormalised on purpose);
-    records every embed call. Each instance has its own name, since the shell caches
-    embeddings by (embedder name, text)."""
-
-    def __init__(self, vectors: dict[str, Sequence[float]] | None = None, dim: int = 8) -> None:
-        self.name = f"fake-{next(_ids)}"
-        self.vectors = dict(vectors or {})
-        self.dim = dim
-        self.calls: list[list[str]] = []
-
-    def _vector(self, text: str) -> Sequence[float]:
-        if text not in self.vectors:
-            self.vectors[text] = _random_vector(text, self.dim)
-        return self.vectors[text]
-
-    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        self.calls.append(list(texts))
-        return np.array([self._vector(t) for t in texts], dtype=np.float32)
-
-    @property
-    def embedded(self) -> Counter[str]:
-        return Counter(t for call in self.calls for t in call)
-
-
-class UserEmbeddings(Embeddings):
-    """A user's LangChain embeddings (wrapped by the shell, called in worker threads)."""
-
-    def __init__(self, vectors: dict[str, Sequence[float]] | None = None, dim: int = 8) -> None:
-        self.model_name = f"user-{next(_ids)}"  # its embedder name, so its own cache entries
-        self.vectors = dict(vectors or {})
-        self.dim = dim
-        self.calls: list[list[str]] = []
-        self._lock = threading.Lock()
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        with self._lock:
-            self.calls.append(list(texts))
-            for t in texts:
-                self.vectors.setdefault(t, _random_vector(t, self.dim))
-            return [list(self.vectors[t]) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
-
-    @property
-    def embedded(self) -> Counter[str]:
-        return Counter(t for call in self.calls for t in call)
-
-
-def fixed(**vectors: Sequence[float]) -> FakeEmbedder:
-    return FakeEmbedder({k.replace("_", " "): v for k, v in vectors.items()})
+from support.similarity import (
+    DISTINCT_IN_40_CASES,
+    MISSING_ARGUMENTS,
+    NOVASTACK_KEYS,
+    FakeEmbedder,
+    UserEmbeddings,
+    fixed,
+    make_cases,
+)
 
 
 def run(
@@ -92,20 +33,6 @@ def run(
 ) -> dict[str, object]:
     ev = ContextSimilarityEvaluator(emb, similarity_mode=mode, score_threshold=threshold)
     return ev.evaluate(**case)
-
-
-def _cases(n: int) -> list[dict[str, object]]:
-    return [
-        {
-            "query": f"question {i % 7}",
-            "generated_text": f"answer {i}",
-            "contexts": [f"passage {(i + k) % 11}" for k in range(3)] + ["", f"own {i}"],
-        }
-        for i in range(n)
-    ]
-
-
-DISTINCT_IN_40_CASES = 7 + 40 + 11 + 40
 
 
 # --- the result, modes and threshold -------------------------------------------------------
@@ -152,19 +79,7 @@ def test_constructor_validation() -> None:
 # --- input errors, blank contexts, zero vectors --------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("case", "named", "not_named"),
-    [
-        ({}, ["'query' (None)", "'generated_text' (None)", "'contexts' (None)"], []),
-        ({"query": "q", "contexts": []}, ["'generated_text'", "'contexts' (empty)"], ["'query'"]),
-        ({"query": "  ", "generated_text": "a", "contexts": ["c"]}, ["'query' (blank)"], []),
-        (
-            {"query": "q", "generated_text": "", "contexts": [" ", ""]},
-            ["'generated_text' (blank)", "'contexts' (all 2 blank)"],
-            ["'query'"],
-        ),
-    ],
-)
+@pytest.mark.parametrize(("case", "named", "not_named"), MISSING_ARGUMENTS)
 def test_missing_arguments_are_all_named(
     case: dict[str, object], named: list[str], not_named: list[str]
 ) -> None:
@@ -225,7 +140,7 @@ def test_one_embed_call_per_evaluate_each_text_once() -> None:
 
 @pytest.mark.parametrize("batch_size", [2048, 32])
 def test_batch_embeds_each_distinct_text_once(batch_size: int) -> None:
-    cases = _cases(40)
+    cases = make_cases(40)
     user = UserEmbeddings()
     ContextSimilarityEvaluator(user, batch_size=batch_size).evaluate_batch(cases)
     assert all(len(call) <= batch_size for call in user.calls)
@@ -236,7 +151,7 @@ def test_batch_embeds_each_distinct_text_once(batch_size: int) -> None:
 
 @pytest.mark.parametrize("batch_size", [32, 7])
 def test_batch_calls_stay_within_batch_size(batch_size: int) -> None:
-    cases = _cases(40)
+    cases = make_cases(40)
     user = UserEmbeddings()
     results = ContextSimilarityEvaluator(user, batch_size=batch_size).evaluate_batch(cases)
     assert user.calls and all(len(call) <= batch_size for call in user.calls)
@@ -257,7 +172,7 @@ def test_one_case_larger_than_batch_size_is_split() -> None:
 
 
 def test_batch_matches_single_evaluate() -> None:
-    cases = _cases(40)
+    cases = make_cases(40)
     user = UserEmbeddings()
     results = ContextSimilarityEvaluator(user).evaluate_batch(cases)
     single = ContextSimilarityEvaluator(UserEmbeddings(user.vectors))
@@ -362,7 +277,7 @@ async def test_sync_evaluate_inside_a_running_loop_and_aevaluate() -> None:
 async def test_concurrent_aevaluate_on_one_object() -> None:
     user = UserEmbeddings()
     ev = ContextSimilarityEvaluator(user)
-    cases = _cases(30)
+    cases = make_cases(30)
     results = await asyncio.gather(*(ev.aevaluate(**c) for c in cases))
     assert len(user.calls) < len(cases)  # concurrent requests share calls of the model
     single = ContextSimilarityEvaluator(UserEmbeddings(user.vectors))

@@ -6,7 +6,6 @@ surface, the run through the engine, Opik's failures and ``track=True``.
 """
 
 import asyncio
-import json
 import math
 import runpy
 from pathlib import Path
@@ -25,23 +24,9 @@ from contextlens.metrics.base import Services
 from contextlens.metrics.context_precision import DEFAULT_FEW_SHOT_EXAMPLES, PrecisionCase
 from contextlens.schemas import MetricResult
 from contextlens.testing import FakeOpenAIServer
+from support.precision import GOOD, LIBRARY, verdict
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "context_precision_opik.py"
-
-# A small handmade case (a library's rules), not the shared data.
-LIBRARY = {
-    "input": "When is the library open and how many books can I borrow?",
-    "expected_output": "Weekdays 9am to 6pm; members may borrow 5 books.",
-    "context": [
-        "Opening hours: Monday to Friday, 9am-6pm. Closed on weekends.",
-        "Members can borrow up to five books for three weeks.",
-    ],
-}
-GOOD = "The library opens at 9am and closes at 6pm on weekdays. Members can borrow up to 5 books."
-
-
-def verdict(score, reason="r"):
-    return "```json\n" + json.dumps({"reason": reason, "score": score}) + "\n```"
 
 
 class StubJudge:

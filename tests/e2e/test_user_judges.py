@@ -30,6 +30,7 @@ from contextlens import (
     evaluate,
 )
 from contextlens.judges import LiteLLMBackend, OpenAIClientBackend
+from contextlens.sync import home_loop
 from contextlens.testing import FakeOpenAIServer
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -179,10 +180,12 @@ def test_the_same_chat_model_judges_two_evaluate_runs_and_two_context_runs(serve
 
 
 def test_litellm_and_openai_sdk_clients_across_loops(server):
+    sync_client = openai.OpenAI(base_url=server.base_url, api_key="sk-test")
+    async_client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test")
     judges = [
         LiteLLMBackend("openai/judge-model", api_base=server.base_url, api_key="sk-test"),
-        OpenAIClientBackend(openai.OpenAI(base_url=server.base_url, api_key="sk-test"), "m"),
-        OpenAIClientBackend(openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test"), "m"),
+        OpenAIClientBackend(sync_client, "m"),
+        OpenAIClientBackend(async_client, "m"),
     ]
     for judge in judges:
         metric = ContextPrecision(model=judge)
@@ -190,3 +193,6 @@ def test_litellm_and_openai_sdk_clients_across_loops(server):
             assert metric.score(**CASE).value == 0.9
             assert asyncio.run(metric.ascore(**CASE)).value == 0.9
     assert server.calls == len(judges) * 6
+    # The clients are the user's to close; the async one lives on contextlens's loop.
+    sync_client.close()
+    asyncio.run_coroutine_threadsafe(async_client.close(), home_loop()).result(timeout=10)

@@ -20,6 +20,7 @@ from contextlens.backend import (
     RateLimited,
     TransientError,
 )
+from contextlens.engine.limiter import limiter_for
 from contextlens.judges import LangChainBackend, LiteLLMBackend
 from contextlens.judges.errors import as_backend_error, is_reply_error
 from contextlens.testing import FakeOpenAIServer
@@ -106,9 +107,11 @@ def backends(server: FakeOpenAIServer) -> dict[str, object]:
     }
 
 
+@pytest.mark.parametrize("fault", ["429", "503"])
 @pytest.mark.parametrize("kind", ["langchain", "litellm"])
-def test_rate_limits_are_retried_after_retry_after_and_lower_the_limit(kind):
-    with FakeOpenAIServer(fail_429_rate=0.2, retry_after="0.05", latency=0.01, seed=7) as server:
+def test_rate_limits_are_retried_after_retry_after_and_lower_the_limit(kind, fault):
+    rates = {"fail_429_rate" if fault == "429" else "fail_503_rate": 0.2}
+    with FakeOpenAIServer(retry_after="0.05", latency=0.01, seed=7, **rates) as server:
         backend = backends(server)[kind]
         run = evaluate(
             CASES,
@@ -119,15 +122,14 @@ def test_rate_limits_are_retried_after_retry_after_and_lower_the_limit(kind):
             progress=False,
         )
         summary = run.summaries["context_precision"]
-        limited = server.status_counts.get(429, 0)
+        limited = server.status_counts.get(int(fault), 0)
     assert summary.n_failed == 0 and summary.n_scored == len(CASES)
     assert limited >= 3  # 20% of the calls or so
-    assert summary.accounting["retries"] == limited  # each 429 was retried once, by the engine
+    assert summary.accounting["retries"] == limited  # each one retried once, by the engine
     assert summary.accounting["calls"] == len(CASES) + limited
-    from contextlens.engine.limiter import limiter_for
-
     limiter = limiter_for(backend.key)
     assert limiter.rate_limited == limited and limiter.peak <= 8
+    assert limiter.lowest < 8  # it backed off (and climbs back by 1/limit per success)
 
 
 @pytest.mark.parametrize("kind", ["langchain", "litellm"])

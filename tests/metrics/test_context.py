@@ -3,56 +3,16 @@ failures kept out of the mean, the judge prompt. gaussia's ``Context`` shell is 
 tests/compat/test_gaussia.py."""
 
 import asyncio
-import json
 
 import pytest
 
-from contextlens import Batch, BayesianMode, Dataset, FrequentistMode
+from contextlens import BayesianMode, FrequentistMode
 from contextlens.embeddings.minilm import default_embedder
 from contextlens.judges import resolve_judge
 from contextlens.judges.base import Fence
 from contextlens.metrics.base import Services
 from contextlens.metrics.context import ContextAwareness, context_messages
-
-CONTEXT = (
-    "You are the assistant of Bella Pizza. Opening hours: Tuesday to Sunday, noon to 10pm. "
-    "Closed on Mondays. Delivery within 5 km for orders over 20 euros."
-)
-QUERIES = {
-    "hours": "When are you open?",
-    "delivery": "Do you deliver?",
-    "monday": "Open on Monday?",
-}
-
-
-def make_session(sid="s1", weights=(None, None, None), context=CONTEXT):
-    replies = [
-        ("hours", "We are open Tuesday to Sunday from noon to 10pm."),
-        ("delivery", "Yes, we deliver within 5 km for orders over 20 euros."),
-        ("monday", "Yes, Monday we are open all night until 4am."),
-    ]
-    return Dataset(
-        session_id=sid,
-        assistant_id="pizza-bot",
-        context=context,
-        conversation=[
-            Batch(qa_id=q, query=QUERIES[q], assistant=a, ground_truth_assistant="", weight=w)
-            for (q, a), w in zip(replies, weights, strict=True)
-        ],
-    )
-
-
-def verdict(score, reason="r"):
-    return json.dumps({"reason": reason, "score": score})
-
-
-def by_query(replies):
-    """A judge rule: the reply for the interaction whose query is in the prompt; anything
-    else (an unknown query, the re-ask after an invalid reply) gets no JSON."""
-    return lambda prompt: next(
-        (replies[q] for q, text in QUERIES.items() if q in replies and text in prompt),
-        "no JSON here",
-    )
+from support.context import by_query, make_session, verdict
 
 
 def services(model=None):

@@ -6,13 +6,11 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import Sequence
 from enum import Enum
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from numpy.typing import NDArray
 
 from contextlens.embeddings.adapters import InvalidEmbeddingError
 from contextlens.metrics.base import Services
@@ -22,38 +20,9 @@ from contextlens.metrics.context_similarity import (
 )
 from contextlens.runner import aevaluate
 from contextlens.schemas import MetricResult, ModelTestCase
+from support.similarity import MISSING_ARGUMENTS, NOVASTACK_KEYS, FakeEmbedder, fixed, make_cases
 
 MODES = ("cosine", "dot_product", "euclidean")
-NOVASTACK_KEYS = {"query_context_similarity", "answer_context_similarity", "score", "passing"}
-
-
-class FakeEmbedder:
-    """Fixed vectors per text (unnormalised on purpose); records every embed call."""
-
-    name = "fake"
-
-    def __init__(self, vectors: dict[str, Sequence[float]] | None = None, dim: int = 8) -> None:
-        self.vectors = dict(vectors or {})
-        self.dim = dim
-        self.calls: list[list[str]] = []
-
-    def _vector(self, text: str) -> Sequence[float]:
-        if text not in self.vectors:  # a deterministic pseudo-random vector per text
-            rng = np.random.default_rng(sum(map(ord, text)) * 7919 + len(text))
-            self.vectors[text] = list(rng.normal(size=self.dim))
-        return self.vectors[text]
-
-    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        self.calls.append(list(texts))
-        return np.array([self._vector(t) for t in texts], dtype=np.float32)
-
-    @property
-    def embedded(self) -> Counter[str]:
-        return Counter(t for call in self.calls for t in call)
-
-
-def fixed(**vectors: Sequence[float]) -> FakeEmbedder:
-    return FakeEmbedder({k.replace("_", " "): v for k, v in vectors.items()})
 
 
 async def score(
@@ -196,19 +165,7 @@ def test_constructor_validation() -> None:
 # --- input errors, blank contexts, zero vectors --------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("case", "named", "not_named"),
-    [
-        ({}, ["'query' (None)", "'generated_text' (None)", "'contexts' (None)"], []),
-        ({"query": "q", "contexts": []}, ["'generated_text'", "'contexts' (empty)"], ["'query'"]),
-        ({"query": "  ", "generated_text": "a", "contexts": ["c"]}, ["'query' (blank)"], []),
-        (
-            {"query": "q", "generated_text": "", "contexts": [" ", ""]},
-            ["'generated_text' (blank)", "'contexts' (all 2 blank)"],
-            ["'query'"],
-        ),
-    ],
-)
+@pytest.mark.parametrize(("case", "named", "not_named"), MISSING_ARGUMENTS)
 async def test_missing_arguments_are_all_named(
     case: dict[str, object], named: list[str], not_named: list[str]
 ) -> None:
@@ -274,19 +231,8 @@ async def test_one_embed_call_per_score_each_text_once() -> None:
     assert r["query_context_similarity"]["contexts_score"][2] == pytest.approx(1.0, abs=1e-6)
 
 
-def _cases(n: int) -> list[dict[str, object]]:
-    return [
-        {
-            "query": f"question {i % 7}",
-            "generated_text": f"answer {i}",
-            "contexts": [f"passage {(i + k) % 11}" for k in range(3)] + ["", f"own {i}"],
-        }
-        for i in range(n)
-    ]
-
-
 async def test_score_many_embeds_each_distinct_text_once_in_one_call() -> None:
-    cases = _cases(40)
+    cases = make_cases(40)
     valid = [
         validate_similarity_case(c["query"], c["generated_text"], c["contexts"]) for c in cases
     ]
@@ -317,7 +263,7 @@ async def test_score_many_labels_name_the_text_in_errors() -> None:
 async def test_concurrent_score_on_one_object() -> None:
     emb = FakeEmbedder()
     scorer = ContextSimilarityScorer()
-    cases = _cases(30)
+    cases = make_cases(30)
     services = Services(judge=None, embedder=emb)
     results = await asyncio.gather(*(scorer.score(c, services) for c in cases))
     assert len(emb.calls) == 30

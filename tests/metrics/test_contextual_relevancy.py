@@ -5,16 +5,13 @@ tests/compat/test_deepeval.py.
 """
 
 import asyncio
-import json
-import re
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from contextlens.backend import Usage
 from contextlens.errors import InputError, JudgeError
 from contextlens.judges import resolve_judge
-from contextlens.judges.base import DEFAULT_FENCE, Judgement
+from contextlens.judges.base import DEFAULT_FENCE
 from contextlens.judges.parsing import format_instructions
 from contextlens.metrics.base import Services
 from contextlens.metrics.contextual_relevancy import (
@@ -24,12 +21,18 @@ from contextlens.metrics.contextual_relevancy import (
     relevancy_messages,
     verdicts_schema,
 )
-from contextlens.offline.text import sentences
 from contextlens.schemas import ModelTestCase
 from contextlens.testing import FakeOpenAIServer
-
-CHUNK_RE = re.compile(r"Chunk (\d+):\n<chunk>\n(.*?)\n</chunk>", re.S)
-FORMAT_OVERRIDE = "Whatever reply format was described above, reply in this one instead."
+from support.relevancy import (
+    CHUNK_RE,
+    FORMAT_OVERRIDE,
+    REFUND,
+    SHIPPING,
+    RuleJudge,
+    case,
+    server_reply,
+    verdict_reply,
+)
 
 
 def services(judge) -> Services:
@@ -39,75 +42,6 @@ def services(judge) -> Services:
 
 def run(scorer: ContextualRelevancyScorer, test_case: ModelTestCase, judge):
     return asyncio.run(scorer.score(test_case, services(judge)))
-
-
-def rule_reply(prompt: str, with_reason: bool = True, reason: str = "judge says so") -> dict:
-    """What a careful judge would answer: one statement per sentence, 'yes' when it is
-    about refunds."""
-    statements = [
-        {
-            "chunk": int(k),
-            "statement": s,
-            "reason": "about refunds" if "refund" in s.lower() else "off topic",
-            "verdict": "yes" if "refund" in s.lower() else "no",
-        }
-        for k, body in CHUNK_RE.findall(prompt)
-        for s in sentences(body)
-    ]
-    data: dict = {"statements": statements}
-    if with_reason:
-        data["reason"] = reason
-    return data
-
-
-def fenced(data: dict) -> str:
-    return "```json\n" + json.dumps(data) + "\n```"
-
-
-def server_reply(request: dict) -> str:
-    system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
-    return fenced(rule_reply(user, with_reason="how relevant the context is overall" in system))
-
-
-class RuleJudge:
-    """An in-process Judge that answers like :func:`rule_reply` and counts its calls."""
-
-    name = "rule"
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.prompts: list[list] = []
-        self.schemas: list = []
-
-    async def judge(self, messages, schema, *, fence=DEFAULT_FENCE):
-        self.calls += 1
-        self.prompts.append(list(messages))
-        self.schemas.append(schema)
-        await asyncio.sleep(0)  # let concurrent cases interleave
-        data = rule_reply(messages[-1]["content"], "reason" in schema.model_fields)
-        return Judgement(schema.model_validate(data), json.dumps(data), Usage(), 0.0)
-
-
-def verdict_reply(*verdicts: str, chunks: list[int] | None = None, reason: str = "r") -> str:
-    chunks = chunks or [1] * len(verdicts)
-    return fenced(
-        {
-            "statements": [
-                {"chunk": c, "statement": f"s{i}", "reason": "x", "verdict": v}
-                for i, (c, v) in enumerate(zip(chunks, verdicts, strict=True))
-            ],
-            "reason": reason,
-        }
-    )
-
-
-def case(*chunks: str | None, question: str = "What if these shoes don't fit?") -> ModelTestCase:
-    context = None if chunks == (None,) else list(chunks)
-    return ModelTestCase(input=question, actual_output="We refund.", retrieval_context=context)
-
-
-REFUND = "All customers are eligible for a 30 day full refund at no extra cost."
-SHIPPING = "Shipping is free on orders over 50 dollars."
 
 
 # --- the formula ---------------------------------------------------------------------------

@@ -343,3 +343,12 @@ def test_results_stream_from_results_jsonl(tmp_path: Path) -> None:
     html = render_report(streamed, max_rows=2)
     assert 'data-case="s1"' in html and 'data-case="s3"' not in html
     assert str(tmp_path / "results.jsonl") in html
+
+
+def test_each_metric_names_the_judge_it_used() -> None:
+    run = make_run()
+    run.summaries["context"].judge = "openai-compat:judge-a"
+    run.summaries["precision"].judge = "langchain:judge-b"
+    page = Page(render_report(run))
+    shown = [a.get("#text", "").strip() for a in page.field("judge")]
+    assert "judge openai-compat:judge-a" in shown and "langchain:judge-b" in shown

@@ -24,7 +24,8 @@ class Limiter:
     Waiters queue first come first served and a freed slot is handed straight to the
     longest waiter (no herd of waiters re-checking a condition). One limiter may be used
     from several event loops over its life (each sync call runs its own loop); each loop
-    has its own queue.
+    has its own queue. ``peak`` is the most calls it let in flight at once, ``lowest`` the
+    lowest limit it fell to, ``rate_limited`` the rate-limited calls it was told of.
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class Limiter:
         self.cooldown = cooldown
         self.backoff = backoff
         self.current = float(limit)
+        self.lowest = limit
         self.in_flight = 0
         self.peak = 0
         self.rate_limited = 0
@@ -98,6 +100,7 @@ class Limiter:
         now = time.monotonic()
         if self.adaptive and now - self._last_decrease >= self.cooldown:
             self.current = max(1.0, self.current * self.backoff)
+            self.lowest = min(self.lowest, self.limit)
             self._last_decrease = now
 
 
@@ -144,6 +147,6 @@ def limiter_for(key: str, limit: int | None = None) -> Limiter:
         elif limit is not None and limiter.max_limit != limit:
             if limit < 1:
                 raise ValueError(f"limit must be >= 1, got {limit}")
-            limiter.max_limit = limit
+            limiter.max_limit = limiter.lowest = limit
             limiter.current = float(limit)
         return limiter

@@ -12,7 +12,8 @@ Faults apply to chat calls only. For each chat call the fault is, in this order:
 1. the next entry of ``script`` (popped), one of :data:`FAULTS`;
 2. otherwise drawn from the rates with a uniform number that depends only on ``seed`` and
    the call index (so a run is reproducible whatever the thread timing): the rates are
-   stacked in the order 429, 500, timeout, truncated, garbage, and their sum must be <= 1.
+   stacked in the order 429, 500, 503, timeout, truncated, garbage, and their sum must be
+   <= 1. ``503`` is an overloaded server, with the ``Retry-After`` header.
 
 Independently of faults, when more than ``max_in_flight`` requests (chat or embeddings)
 are in flight, the extra ones get 429 at once, with the ``Retry-After`` header.
@@ -43,7 +44,7 @@ __all__ = ["DEFAULT_REPLY", "FAULTS", "FakeOpenAIServer", "estimate_tokens"]
 DEFAULT_REPLY = '{"reason": "ok", "score": 1.0}'
 """The assistant content returned when neither ``replies`` nor ``reply`` decide."""
 
-FAULTS = ("ok", "429", "500", "timeout", "truncated", "garbage")
+FAULTS = ("ok", "429", "500", "503", "timeout", "truncated", "garbage")
 """The fault names ``script`` accepts."""
 
 GARBAGE = "Sorry, I can't answer that in the requested format."
@@ -177,13 +178,14 @@ class FakeOpenAIServer:
         reply: request JSON -> assistant content; default returns :data:`DEFAULT_REPLY`.
         replies: scripted contents used first, in order (only by calls that answer content).
         script: fault names per chat call, consumed in order before the rates apply.
-        fail_429_rate, fail_500_rate, timeout_rate, truncated_rate, garbage_rate: chances
+        fail_429_rate, fail_500_rate, fail_503_rate, timeout_rate, truncated_rate,
+        garbage_rate: chances
             of each fault per chat call, drawn deterministically from ``seed`` and the call
             index. ``truncated`` cuts the content in the middle (``finish_reason="length"``);
             ``garbage`` answers content that is not JSON; ``timeout`` waits ``hang_time``
             seconds before answering normally.
-        retry_after: the ``Retry-After`` header value of 429 replies (seconds, may be
-            fractional); ``None`` sends none.
+        retry_after: the ``Retry-After`` header value of 429 and 503 replies (seconds, may
+            be fractional); ``None`` sends none.
         hang_time: how long a ``timeout`` fault waits.
         seed: seed of the fault draws.
         model: the model id the server reports when the request names none.
@@ -207,6 +209,7 @@ class FakeOpenAIServer:
         script: list[str] | None = None,
         fail_429_rate: float = 0.0,
         fail_500_rate: float = 0.0,
+        fail_503_rate: float = 0.0,
         timeout_rate: float = 0.0,
         truncated_rate: float = 0.0,
         garbage_rate: float = 0.0,
@@ -218,7 +221,14 @@ class FakeOpenAIServer:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        rates = (fail_429_rate, fail_500_rate, timeout_rate, truncated_rate, garbage_rate)
+        rates = (
+            fail_429_rate,
+            fail_500_rate,
+            fail_503_rate,
+            timeout_rate,
+            truncated_rate,
+            garbage_rate,
+        )
         if any(r < 0 for r in rates) or sum(rates) > 1.0 + 1e-9:
             raise ValueError("fault rates must be >= 0 and sum to at most 1")
         unknown = [name for name in script or [] if name not in FAULTS]
@@ -231,6 +241,7 @@ class FakeOpenAIServer:
         self.script: list[str] = list(script or [])
         self.fail_429_rate = fail_429_rate
         self.fail_500_rate = fail_500_rate
+        self.fail_503_rate = fail_503_rate
         self.timeout_rate = timeout_rate
         self.truncated_rate = truncated_rate
         self.garbage_rate = garbage_rate
@@ -385,6 +396,7 @@ class FakeOpenAIServer:
         for name, rate in (
             ("429", self.fail_429_rate),
             ("500", self.fail_500_rate),
+            ("503", self.fail_503_rate),
             ("timeout", self.timeout_rate),
             ("truncated", self.truncated_rate),
             ("garbage", self.garbage_rate),
@@ -394,9 +406,12 @@ class FakeOpenAIServer:
             u -= rate
         return "ok"
 
+    def _retry_after_header(self) -> dict[str, str]:
+        return {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
+
     def _rate_limited(self, message: str) -> tuple[int, dict[str, Any], dict[str, str]]:
-        headers = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
-        return 429, _error_body(message, "rate_limit_error", "rate_limit_exceeded"), headers
+        body = _error_body(message, "rate_limit_error", "rate_limit_exceeded")
+        return 429, body, self._retry_after_header()
 
     def _wait_until(self, due: float) -> None:
         self._stopping.wait(max(0.0, due - time.monotonic()))
@@ -411,6 +426,9 @@ class FakeOpenAIServer:
             result = self._rate_limited("rate limit reached (injected)")
         elif fault == "500":
             result = 500, _error_body("internal server error (injected)", "server_error"), {}
+        elif fault == "503":
+            body = _error_body("the server is overloaded (injected)", "server_error")
+            result = 503, body, self._retry_after_header()
         else:
             finish = "stop"
             if fault == "garbage":
