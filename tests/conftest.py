@@ -1,8 +1,13 @@
 """Keep every test's cache and run store out of the user's folders."""
 
+import os
 import sys
 
 import pytest
+
+# LiteLLM fetches a price list from the internet when imported, unless told not to; the test
+# modules import it at collection, before any fixture runs.
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
 
 @pytest.fixture(autouse=True)
@@ -12,7 +17,6 @@ def _private_folders(tmp_path_factory, monkeypatch):
     base = tmp_path_factory.getbasetemp()
     monkeypatch.setenv("CONTEXTLENS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("CONTEXTLENS_STORE", str(base / "runs.sqlite3"))
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 @pytest.fixture
