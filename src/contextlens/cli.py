@@ -1,24 +1,25 @@
-"""The ``contextlens`` command: run, demo, schema, runs, compare.
+"""The ``contextlens`` command: run, demo, schema, runs, compare, calibrate.
 
 Exit status: 0 ok; 1 a ``--fail-under`` threshold missed; 2 bad input or usage (with a
-message naming the file, line and field; never a traceback for a user mistake).
+message naming the file, line and field; never a traceback for a user mistake); 3 more items
+failed than ``--max-failures`` allows (none by default). When both 1 and 3 apply, 3.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from contextlens.errors import ContextLensError, InputError
 from contextlens.schemas import Dataset, ModelTestCase
+from contextlens.terminal import console, line, table
 
 app = typer.Typer(
     help="Measure how well an LLM assistant or a RAG pipeline uses its context.",
@@ -26,13 +27,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-#: Width of tables written to a file or a CI log (a terminal's own width is used otherwise):
-#: wide enough that no number is cut.
-PIPE_WIDTH = 160
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
-if not out.is_terminal and "COLUMNS" not in os.environ:
-    out.width = PIPE_WIDTH
+out = console()
+err = console(stderr=True)
+RED, BOLD = "red", "bold"
 
 _KNOWN_PREFIXES = ("offline", "openai:", "litellm:", "http://", "https://")
 
@@ -84,35 +81,77 @@ def parse_thresholds(items: list[str]) -> dict[str, float]:
 
 
 def summary_table(run: Any) -> Table:
-    """Per metric: mean, interval, n, failures, calls, tokens, cost; the run time below."""
-    table = Table(title=f"contextlens run {run.run_id}", title_justify="left")
-    columns = ("metric", "judge", "mean", "interval", "n", "failed", "calls", "tokens", "cost")
-    for col in (*columns, "time"):
-        table.add_column(
-            col, justify="left" if col in ("metric", "judge") else "right", no_wrap=True
-        )
+    """Per metric: judge, mean, interval, n, failures, calls, retries, tokens, cost, time."""
+    headers = ["metric", "judge", "mean", "interval", "n", "failed", "calls", "retries"]
+    headers += ["tokens", "cost", "time"]
+    rows = []
     for s in run.summaries.values():
         acc = s.accounting or {}
-        interval = f"[{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None else "-"
         cost = acc.get("cost")
         priced = cost is not None and not acc.get("unpriced_calls")
-        table.add_row(
-            s.metric,
-            s.judge or run.judge,
-            f"{s.mean:.3f}" if s.mean is not None else "-",
-            interval,
-            str(s.n),
-            f"[red]{s.n_failed}[/red]" if s.n_failed else "0",
-            str(acc.get("calls", 0)),
-            f"{acc.get('prompt_tokens', 0):,}/{acc.get('completion_tokens', 0):,}",
-            f"${cost:.4f}" if priced else ("-" if not acc.get("calls") else "unpriced"),
-            f"{s.seconds:.1f}s",
+        rows.append(
+            [
+                s.metric,
+                s.judge or "-",
+                f"{s.mean:.3f}" if s.mean is not None else "-",
+                f"[{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None else "-",
+                str(s.n),
+                Text(str(s.n_failed), style=RED) if s.n_failed else "0",
+                str(acc.get("calls", 0)),
+                str(acc.get("retries", 0)),
+                f"{acc.get('prompt_tokens', 0):,}/{acc.get('completion_tokens', 0):,}",
+                f"${cost:.4f}" if priced else ("-" if not acc.get("calls") else "unpriced"),
+                f"{s.seconds:.1f}s",
+            ]
         )
-    table.caption = (
+    caption = (
         f"run {run.duration_s:.1f} s; cache hits {run.accounting['total']['cache_hits']}; "
         "tokens in/out; time: the metric's work on its items, added up"
     )
-    return table
+    return table(
+        f"contextlens run {run.run_id}", headers, rows, numeric=headers[2:], caption=caption
+    )
+
+
+def parse_max_failures(value: str) -> tuple[float, bool]:
+    """``"5"`` -> (5, False): at most 5 items; ``"2%"`` -> (2, True): at most 2% of them."""
+    text = value.strip()
+    share = text.endswith("%")
+    try:
+        bound = float(text[:-1] if share else text)
+    except ValueError:
+        bound = -1.0
+    if not bound >= 0 or (share and bound > 100):
+        raise UsageProblem(f"--max-failures expects N or P% (P <= 100), got {value!r}")
+    return bound, share
+
+
+def failure_gate(run: Any, max_failures: str) -> list[str]:
+    """The metrics whose failed items exceed ``--max-failures``."""
+    bound, share = parse_max_failures(max_failures)
+    over = []
+    for s in run.summaries.values():
+        allowed = bound * s.n / 100 if share else bound
+        if s.n_failed > allowed:
+            over.append(f"{s.metric}: {s.n_failed} of {s.n} items failed (allowed {max_failures})")
+    return over
+
+
+def _failed_examples(run: Any, limit: int = 5) -> list[Text]:
+    """The first failed items, each with its case id, metric and reason."""
+    found = []
+    for item in run.iter_results():
+        if item.failed:
+            found.append(
+                line(
+                    Text("  failed ", style=RED),
+                    f"{item.case_id} {item.metric}: ",
+                    item.error or "",
+                )
+            )
+            if len(found) == limit:
+                break
+    return found
 
 
 def gate(run: Any, thresholds: dict[str, float], mode: str) -> list[str]:
@@ -173,6 +212,10 @@ def run(
     cache: Annotated[
         str | None, typer.Option(help="cache file, or 'off' (default: user cache folder)")
     ] = None,
+    max_failures: Annotated[
+        str,
+        typer.Option(help="N or P%: exit 3 when more items than this failed (default: any)"),
+    ] = "0",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
     """Evaluate DATA with the chosen metrics; write results.jsonl, summary.json, report.html."""
@@ -182,6 +225,7 @@ def run(
     if fail_mode not in ("point", "interval"):
         raise UsageProblem(f"--fail-mode must be point or interval, got {fail_mode!r}")
     thresholds = parse_thresholds(fail_under)
+    parse_max_failures(max_failures)
     names = metric or ["context"]
     metrics = [build_metric(n) for n in names]
     judge_obj = judge_from_spec(judge)
@@ -222,8 +266,15 @@ def run(
         data=data,
     )
     missed = gate(result, thresholds, fail_mode)
-    for line in missed:
-        err.print(f"[red]threshold missed[/red] {line}")
+    for problem in missed:
+        err.print(line(Text("threshold missed ", style=RED), problem))
+    too_many = failure_gate(result, max_failures)
+    for problem in too_many:
+        err.print(line(Text("too many failures ", style=RED), problem))
+    if too_many:
+        for example in _failed_examples(result):
+            err.print(example)
+        raise typer.Exit(3)
     if missed:
         raise typer.Exit(1)
 
@@ -248,7 +299,8 @@ def _finish(
         RunStore(store).record(
             result, config=config, dataset=str(data), dataset_fingerprint=fingerprint_file(data)
         )
-    out.print(f"results: {out_dir / 'results.jsonl'}\nreport:  {report}")
+    out.print(line("results: ", out_dir / "results.jsonl"))
+    out.print(line("report:  ", report))
 
 
 @app.command()
@@ -272,11 +324,13 @@ def demo(
         f"fully supported by the context; PASS from {DEFAULT_PASS}.\n"
     )
     for item in result.iter_results():
-        out.print(f"[bold]{item.case_id}[/bold]  context awareness {item.score:.2f}")
+        out.print(line(Text(item.case_id, style=BOLD), f"  context awareness {item.score:.2f}"))
         for inter in item.details["interactions"]:
             passed = inter["score"] >= DEFAULT_PASS
-            mark = "[green]PASS[/green]" if passed else "[red]FAIL[/red]"
-            out.print(f"  {inter['qa_id']} {mark} {inter['score']:.2f}  {inter['reason']}")
+            mark = Text("PASS", style="green") if passed else Text("FAIL", style=RED)
+            out.print(
+                line(f"  {inter['qa_id']} ", mark, f" {inter['score']:.2f}  ", inter["reason"])
+            )
     _finish(result, out_dir, None, True, config={"demo": True}, data=data)
 
 
@@ -286,31 +340,19 @@ def schema() -> None:
     from contextlens.loaders import CASE_COLUMNS, SESSION_COLUMNS
     from contextlens.metrics import registry
 
-    metrics = Table(title="Metrics (-m NAME)", title_justify="left")
-    for col in ("metric", "takes", "reads", "what it measures"):
-        metrics.add_column(col)
-    for info in registry.registered().values():
-        metrics.add_row(
-            info.name, _kind(info.case_type), ", ".join(info.reads) or "-", info.description
-        )
-    out.print(metrics)
-
+    rows = [
+        [info.name, _kind(info.case_type), ", ".join(info.reads) or "-", info.description]
+        for info in registry.registered().values()
+    ]
+    out.print(table("Metrics (-m NAME)", ["metric", "takes", "reads", "what it measures"], rows))
     for title, columns in (
         (
             "Sessions — JSONL objects with a `conversation` list, or one interaction per row:",
             SESSION_COLUMNS,
         ),
-        (
-            "Test cases — one case per row:",
-            CASE_COLUMNS,
-        ),
+        ("Test cases — one case per row:", CASE_COLUMNS),
     ):
-        table = Table(title=title, title_justify="left", show_header=True)
-        table.add_column("column")
-        table.add_column("meaning")
-        for name, meaning in columns.items():
-            table.add_row(name, meaning)
-        out.print(table)
+        out.print(table(title, ["column", "meaning"], columns.items()))
 
 
 @app.command()
@@ -321,17 +363,16 @@ def runs(
     """List recorded runs, newest first."""
     from contextlens.store import RunStore
 
-    table = Table()
-    for col in ("run", "started", "judge", "data", "items", "means"):
-        table.add_column(col)
+    rows = []
     for info in RunStore(store).list_runs(limit=limit):
         means = ", ".join(
             f"{k} {v:.3f}" if v is not None else f"{k} -" for k, v in info.means.items()
         )
-        table.add_row(
-            info.run_id, info.started_at, info.judge, info.dataset or "-", str(info.n_items), means
+        rows.append(
+            [info.run_id, info.started_at, info.judge, info.dataset or "-", info.n_items, means]
         )
-    out.print(table)
+    headers = ["run", "started", "judge", "data", "items", "means"]
+    out.print(table(None, headers, rows, numeric=["items"]))
 
 
 @app.command()
@@ -351,36 +392,26 @@ def compare(
     runs_store = RunStore(store)
     a, b = runs_store.load(run_a), runs_store.load(run_b)
     result = compare_runs(a, b)
-    table = Table(title=f"{a.run_id} (A) vs {b.run_id} (B)", title_justify="left")
-    for col in (
-        "metric",
-        "pairs",
-        "A",
-        "B",
-        "B - A",
-        "interval",
-        "P(B better)",
-        "unpaired",
-        "verdict",
-    ):
-        table.add_column(col)
-    for m in result.metrics:
-        interval = f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]" if m.ci_low is not None else "-"
-        table.add_row(
+    headers = ["metric", "pairs", "A", "B", "B - A", "interval", "P(B better)", "unpaired"]
+    rows = [
+        [
             m.metric,
-            str(m.n_paired),
+            m.n_paired,
             _f(m.mean_a),
             _f(m.mean_b),
             _f(m.mean_diff, signed=True),
-            interval,
+            f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]" if m.ci_low is not None else "-",
             _f(m.p_b_better),
-            str(m.n_only_a + m.n_only_b + m.n_failed_a + m.n_failed_b),
+            m.n_only_a + m.n_only_b + m.n_failed_a + m.n_failed_b,
             m.verdict,
-        )
-    out.print(table)
+        ]
+        for m in result.metrics
+    ]
+    title = f"{a.run_id} (A) vs {b.run_id} (B)"
+    out.print(table(title, [*headers, "verdict"], rows, numeric=headers[1:]))
     out_dir.mkdir(parents=True, exist_ok=True)
     page = write_report(b, out_dir / "compare.html", comparison=result)
-    out.print(f"report: {page}")
+    out.print(line("report: ", page))
 
 
 @app.command()
@@ -417,25 +448,21 @@ def calibrate(
         max_concurrency=concurrency,
         progress=False if quiet else None,
     )
-    table = Table(title=f"{report.metric} vs human labels ({report.judge})", title_justify="left")
-    for col in ("statistic", "value", "note"):
-        table.add_column(col, justify="right" if col == "value" else "left")
-    for row in report.to_table():
-        table.add_row(row["statistic"], row["value"], row["note"])
-    out.print(table)
+    rows = [[r["statistic"], r["value"], r["note"]] for r in report.to_table()]
+    title = f"{report.metric} vs human labels ({report.judge})"
+    out.print(table(title, ["statistic", "value", "note"], rows, numeric=["value"]))
     if report.slices:
-        slices = Table(title=f"by {report.by}", title_justify="left")
-        for col in ("slice", "n", "1 / 0", "AUROC", "note"):
-            slices.add_column(col)
-        for s in report.slices:
-            slices.add_row(
-                s.value, str(s.n), f"{s.n_positive} / {s.n_negative}", _f(s.auroc), s.note or ""
-            )
-        out.print(slices)
+        rows = [
+            [s.value, s.n, f"{s.n_positive} / {s.n_negative}", _f(s.auroc), s.note or ""]
+            for s in report.slices
+        ]
+        headers = ["slice", "n", "1 / 0", "AUROC", "note"]
+        out.print(table(f"by {report.by}", headers, rows, numeric=headers[1:4]))
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "calibration.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
     page = write_calibration_report(report, out_dir / "calibration.html")
-    out.print(f"json:   {out_dir / 'calibration.json'}\nreport: {page}")
+    out.print(line("json:   ", out_dir / "calibration.json"))
+    out.print(line("report: ", page))
 
 
 def _f(value: float | None, signed: bool = False) -> str:
@@ -453,7 +480,7 @@ def main() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (ContextLensError, ValueError, FileNotFoundError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(line(Text("error: ", style=RED), str(exc)))
         sys.exit(2)
     except Exception as exc:  # click's usage errors (typer may vendor click)
         show = getattr(exc, "show", None)
