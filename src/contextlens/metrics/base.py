@@ -4,6 +4,7 @@ how prompts are built."""
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -96,19 +97,42 @@ def load_prompt(name: str, package: str = "contextlens.metrics.prompts") -> Temp
     return Template(text)
 
 
-def data_block(tag: str, text: str) -> str:
-    """``text`` inside ``<tag>`` delimiters, with any copy of the delimiters in it defused.
+#: The tags of the data blocks the prompts use. Every block defuses every one of them, so no
+#: evaluated text can close its own block or forge another (an output holding
+#: ``<expected_output>...</expected_output>``). A tag first used by :func:`data_block` joins.
+DATA_TAGS: set[str] = {
+    "input",
+    "output",
+    "expected_output",
+    "context",
+    "chunk",
+    "user_query",
+    "assistant_reply",
+    "reference_reply",
+    "observation",
+}
+_tags_lock = threading.Lock()
 
-    Evaluated text is data: it must not be able to close its block and speak as the prompt.
+
+def data_block(tag: str, text: str) -> str:
+    """``text`` inside ``<tag>`` delimiters, with every data-block delimiter in it defused.
+
+    Evaluated text is data: it must not be able to close its block, open another, and speak
+    as the prompt. ``<tag>``, ``</tag>`` and ``<tag attr=...>`` of every tag in
+    :data:`DATA_TAGS`, in any case and spacing, become ``&lt;...&gt;``.
     """
-    defused = _delimiter(tag).sub(lambda m: f"&lt;{m.group(1)}&gt;", text)
+    if tag not in DATA_TAGS:
+        with _tags_lock:
+            DATA_TAGS.add(tag)
+    defused = _delimiters(frozenset(DATA_TAGS)).sub(lambda m: f"&lt;{m.group(1)}&gt;", text)
     return f"<{tag}>\n{defused}\n</{tag}>"
 
 
 @cache
-def _delimiter(tag: str) -> re.Pattern[str]:
-    """``<tag>`` and ``</tag>`` in any case and spacing."""
-    return re.compile(rf"<(\s*/?\s*{re.escape(tag)}\s*)>", re.IGNORECASE)
+def _delimiters(tags: frozenset[str]) -> re.Pattern[str]:
+    """An opening or closing delimiter of any of ``tags``, with or without attributes."""
+    names = "|".join(sorted(map(re.escape, tags), key=len, reverse=True))
+    return re.compile(rf"<(\s*/?\s*(?:{names})(?:\s[^<>]*)?\s*/?\s*)>", re.IGNORECASE)
 
 
 def build_messages(
