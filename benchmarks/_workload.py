@@ -76,8 +76,8 @@ def fenced_reply(request: dict[str, Any]) -> str:
 
 
 def _serve(conn: Any, options: dict[str, Any]) -> None:
-    """Child process: run the server and answer "stats", "reset" and ("set", {attr: value})
-    until "stop"."""
+    """Child process: run the server and answer "stats", "reset", ("set", {attr: value}) and
+    ("restart", seconds down) until "stop"."""
     from contextlens.testing.fake_openai import FakeOpenAIServer
 
     with FakeOpenAIServer(reply=fenced_reply, **options) as server:
@@ -88,6 +88,10 @@ def _serve(conn: Any, options: dict[str, Any]) -> None:
             elif isinstance(command, tuple) and command[0] == "set":
                 for name, value in command[1].items():
                     setattr(server, name, value)
+            elif isinstance(command, tuple) and command[0] == "restart":
+                server.stop()  # drops the calls in flight, then refuses new connections
+                time.sleep(command[1])
+                server.start()  # on the same port
             usage = resource.getrusage(resource.RUSAGE_SELF)
             conn.send(
                 {
@@ -130,6 +134,11 @@ class RemoteServer:
 
     def reset(self) -> dict[str, Any]:
         self._conn.send("reset")
+        return self._conn.recv()
+
+    def restart(self, down: float) -> dict[str, Any]:
+        """Stop the server, keep it down for ``down`` seconds, start it again on its port."""
+        self._conn.send(("restart", down))
         return self._conn.recv()
 
     def set(self, **attrs: Any) -> dict[str, Any]:

@@ -41,11 +41,20 @@ def test_run_writes_results_summary_and_report(run_cli, tmp_path, cases_file):
     )
     assert code == 0, text
     assert "context_precision" in text and "interval" in text
-    assert len((out / "results.jsonl").read_text().splitlines()) == 6
-    summary = json.loads((out / "summary.json").read_text())
+    (info,) = RunStore().list_runs()
+    folder = out / info.run_id
+    assert sorted(p.name for p in out.iterdir()) == sorted([info.run_id, "latest"])
+    assert len((folder / "results.jsonl").read_text().splitlines()) == 6
+    summary = json.loads((folder / "summary.json").read_text())
     assert set(summary["summaries"]) == {"context_precision", "contextual_relevancy"}
-    assert (out / "report.html").stat().st_size > 1000
-    assert len(RunStore().list_runs()) == 1
+    assert (folder / "report.html").stat().st_size > 1000
+    assert (out / "latest" / "report.html").read_bytes() == (folder / "report.html").read_bytes()
+    assert f"run folder: {folder}" in text  # the run table says where its folder is
+    assert f'data-run-field="out_dir">{folder}<' in (folder / "report.html").read_text()
+    assert f"report:  {folder / 'report.html'}" in text
+    assert (info.status, info.out_dir, info.error) == ("completed", str(folder), None)
+    assert info.command is not None and f"--out {out}" in info.command
+    assert info.pid is not None and info.host
 
 
 def test_sessions_from_csv_and_cases_from_parquet(run_cli, tmp_path):
@@ -117,7 +126,8 @@ def test_schema_lists_the_columns(run_cli):
     assert code == 0 and "retrieval_context" in text and "ground_truth_assistant" in text
 
 
-def test_runs_and_compare(run_cli, tmp_path, cases_file):
+def test_runs_and_compare(run_cli, tmp_path, cases_file, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     for name in ("a", "b"):
         code, _ = run_cli(
             "run",
@@ -132,6 +142,9 @@ def test_runs_and_compare(run_cli, tmp_path, cases_file):
     first, second = RunStore().latest(2)
     code, text = run_cli("runs")
     assert code == 0 and first.run_id in text and second.run_id in text
+    rows = {r.split()[1]: r for r in text.splitlines() if first.run_id in r or second.run_id in r}
+    assert "status" in text and all("completed" in row for row in rows.values())
+    assert f"b/{second.run_id}" in text  # each run's folder, from the working folder
     code, text = run_cli("compare", first.run_id[:6], second.run_id, "--out", tmp_path / "cmp")
     assert code == 0, text
     assert "identical" in text and (tmp_path / "cmp" / "compare.html").exists()
@@ -142,4 +155,9 @@ def test_runs_and_compare(run_cli, tmp_path, cases_file):
 def test_demo(run_cli, tmp_path):
     code, text = run_cli("demo", "--out", tmp_path / "demo")
     assert code == 0, text
-    assert "context-eval-001" in text and (tmp_path / "demo" / "report.html").exists()
+    assert "context-eval-001" in text and (tmp_path / "demo" / "latest" / "report.html").exists()
+    (folder,) = [p for p in (tmp_path / "demo").iterdir() if p.name != "latest"]
+    assert f"report:  {folder / 'report.html'}" in text
+    code, text = run_cli("demo", "--out", tmp_path / "demo")
+    assert code == 0, text
+    assert len(list((tmp_path / "demo").iterdir())) == 3  # two runs and latest

@@ -117,3 +117,12 @@ def test_making_a_metric_or_a_run_does_not_reset_the_shared_limiter(servers):
     assert limiter.max_limit == 4 and limiter.peak <= 4
     evaluate(CASES, [metric], cache=False, progress=False, max_concurrency=2)
     assert limiter.max_limit == 2  # an explicit bound is a request to change it
+
+
+def test_max_concurrency_bounds_a_ready_llm_judge_too(servers):
+    from contextlens.judges import LLMJudge
+
+    own, _ = servers
+    judge = LLMJudge(OpenAICompatBackend("ready", base_url=own.base_url))
+    evaluate(CASES, ["context-precision"], judge=judge, cache=False, max_concurrency=2)
+    assert judge.limiter.max_limit == 2 and judge.limiter.peak <= 2 and own.calls == len(CASES)

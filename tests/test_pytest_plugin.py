@@ -121,7 +121,7 @@ def test_a_metric_threshold_attribute_and_a_failed_item_fail_the_test(
     result.assert_outcomes(failed=3)
     out = result.stdout.str()
     assert "is below the threshold 0.990" in out
-    assert "context_precision_metric: failed (no score): nothing to compare" in out
+    assert "metric 'context_precision_metric' requires one of 'expected_output'" in out
     assert "context: does not apply to a ModelTestCase (it takes a Dataset)" in out
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -63,9 +64,10 @@ def test_mixed_metrics_results_per_case_and_failures_kept_apart(tmp_path):
     assert [f.case_id for f in failed] == ["s1"] and "failed" in failed[0].error
     prec = run.summaries["context_precision_metric"]
     assert (prec.n, prec.n_scored) == (1, 1)
-    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert Path(run.out_dir).parent == tmp_path  # the run's own folder
+    lines = (Path(run.out_dir) / "results.jsonl").read_text().splitlines()
     assert len(lines) == 4
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((Path(run.out_dir) / "summary.json").read_text())
     assert summary["summaries"]["context"]["n_failed"] == 1
 
 
@@ -188,7 +190,7 @@ def test_streaming_keeps_finished_results_when_the_input_breaks(tmp_path):
             progress=False,
         )
     assert info.value.field == "conversation"
-    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    lines = next(tmp_path.glob("*/results.jsonl")).read_text().splitlines()
     written = [json.loads(x)["case_id"] for x in lines]
     assert sorted(written) == [f"s{i}" for i in range(5)]
 

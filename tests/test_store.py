@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -281,3 +285,89 @@ def test_evaluate_then_record(store, tmp_path):
     assert loaded.summaries == run.summaries
     info = store.list_runs()[0]
     assert (info.n_cases, info.n_failed) == (3, 1)
+
+
+# -- the run's life: running, completed, failed, interrupted ---------------------------
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended and been reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_run_is_recorded_when_it_starts_and_when_it_ends(store, tmp_path):
+    store.start("r1", judge="offline", out_dir=tmp_path / "out" / "r1", command="contextlens run x")
+    (info,) = store.list_runs()
+    assert (info.status, info.command, info.cwd) == ("running", "contextlens run x", os.getcwd())
+    assert (info.pid, info.host) == (os.getpid(), socket.gethostname())
+    assert info.out_dir == str(tmp_path / "out" / "r1")
+    assert (info.n_items, info.means) == (0, {})
+    store.record(make_run("r1", [0.5, 0.25]))
+    (info,) = store.list_runs()
+    assert (info.status, info.command, info.pid, info.n_items) == (
+        "completed",
+        "contextlens run x",
+        os.getpid(),
+        2,
+    )
+    store.start("r2", command="contextlens run y")
+    store.fail("r2", "InputError: cases.jsonl:3: field 'input': Field required")
+    loaded = store.load("r2")
+    assert (loaded.status, loaded.command) == ("failed", "contextlens run y")
+    assert loaded.error == "InputError: cases.jsonl:3: field 'input': Field required"
+    store.start("r3")
+    store.fail("r3", "stopped by the user", interrupted=True)
+    assert store.load("r3").status == "interrupted"
+    assert [r.run_id for r in store.latest(2)] == ["r1"]  # only completed runs are compared
+
+
+def test_a_running_run_whose_process_is_gone_is_interrupted(store, tmp_path):
+    folder = tmp_path / "out" / "gone"
+    folder.mkdir(parents=True)
+    done = [ItemResult(case_id=f"c{i}", metric="m", score=0.5) for i in range(2)]
+    torn = ItemResult(case_id="c2", metric="m", score=0.5).model_dump_json()[:20]
+    (folder / "results.jsonl").write_text("".join(i.model_dump_json() + "\n" for i in done) + torn)
+    for run_id in ("gone", "elsewhere"):
+        store.start(run_id, out_dir=tmp_path / "out" / run_id, command=f"contextlens {run_id}")
+    with store._db.write() as conn:
+        conn.execute("UPDATE runs SET pid = ?", (_dead_pid(),))
+        conn.execute("UPDATE runs SET host = 'another-host' WHERE run_id = 'elsewhere'")
+    status = {i.run_id: i.status for i in store.list_runs()}
+    assert status == {"gone": "interrupted", "elsewhere": "running"}  # can't tell elsewhere
+    run = store.load("gone")
+    assert (run.status, run.command, run.summaries) == ("interrupted", "contextlens gone", {})
+    assert list(run.iter_results()) == done  # the whole lines of its folder's results.jsonl
+    assert list(store.load("elsewhere").iter_results()) == []  # no results.jsonl
+
+
+def test_a_store_of_version_1_is_migrated_in_place(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_at TEXT NOT NULL,
+            started_ts REAL NOT NULL, recorded_at REAL NOT NULL, duration_s REAL NOT NULL,
+            judge TEXT NOT NULL, embedder TEXT NOT NULL, repeats INTEGER NOT NULL,
+            out_dir TEXT, dataset TEXT, dataset_fingerprint TEXT, config TEXT NOT NULL,
+            versions TEXT NOT NULL, summaries TEXT NOT NULL, accounting TEXT NOT NULL,
+            n_cases INTEGER NOT NULL DEFAULT 0, n_items INTEGER NOT NULL DEFAULT 0,
+            n_failed INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+        CREATE TABLE items (run_id TEXT NOT NULL, seq INTEGER NOT NULL, case_id TEXT NOT NULL,
+            metric TEXT NOT NULL, score REAL, error TEXT, data TEXT NOT NULL,
+            PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+        INSERT INTO runs VALUES ('old', '2024-01-01T00:00:00+00:00', 1704067200, 1704067201,
+            2.0, 'offline', 'minilm', 1, NULL, NULL, NULL, '{}', '{}', '{}', '{}', 0, 0, 0);
+        PRAGMA user_version = 1;
+        """
+    )
+    conn.close()
+    with RunStore(path) as migrated:
+        (info,) = migrated.list_runs()
+        assert (info.run_id, info.status, info.command) == ("old", "completed", None)
+        migrated.start("new", command="contextlens run z")
+        assert [i.status for i in migrated.list_runs()] == ["running", "completed"]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (store_mod.SCHEMA_VERSION,)
+    conn.close()

@@ -58,7 +58,7 @@ def test_a_run_prints_user_text_as_text(run_cli, hostile_file, tmp_path):
             "--no-store",
         )
     assert code == 0, text
-    assert "out [/y]/results.jsonl" in text
+    assert re.search(r"out \[/y\]/[0-9a-f]{12}/results\.jsonl", text)
     assert "openai-compat:judge[/x]" in text  # the judge's name as given
     assert "0.500" in text  # the mean, whole
     assert ESC not in text
@@ -67,7 +67,8 @@ def test_a_run_prints_user_text_as_text(run_cli, hostile_file, tmp_path):
 def test_an_error_naming_hostile_text_is_printed_as_text(run_cli, tmp_path):
     bad = tmp_path / "bad [/x].jsonl"
     bad.parent.mkdir(parents=True)
-    bad.write_text('{"input": "q"}\n{"nope": 1}\n', encoding="utf-8")
+    good = {"input": "q", "actual_output": "a", "retrieval_context": ["c"]}
+    bad.write_text(json.dumps(good) + '\n{"nope": 1}\n', encoding="utf-8")
     code, text = run_cli("run", bad, "-m", "context-similarity", "--out", tmp_path / "o")
     assert code == 2 and "Traceback" not in text
     assert "bad [/x].jsonl:2" in text

@@ -170,7 +170,13 @@ class BackendTimeout(TransientError):
 
 
 class BackendConnectionError(TransientError):
-    """The server could not be reached or dropped the connection."""
+    """The server could not be reached (``connected=False``: the call never left) or dropped
+    the connection before replying (``connected=True``, also when it cannot be told): such a
+    call may or may not have reached the server."""
+
+    def __init__(self, message: str, *, connected: bool = True) -> None:
+        super().__init__(message)
+        self.connected = connected
 
 
 #: Statuses that mean "too much load": the limiter backs off on them.

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -108,6 +111,8 @@ def summary_table(run: Any) -> Table:
         f"run {run.duration_s:.1f} s; cache hits {run.accounting['total']['cache_hits']}; "
         "tokens in/out; time: the metric's work on its items, added up"
     )
+    if run.out_dir:
+        caption += f"\nrun folder: {run.out_dir}"
     return table(
         f"contextlens run {run.run_id}", headers, rows, numeric=headers[2:], caption=caption
     )
@@ -198,9 +203,9 @@ def run(
         int | None, typer.Option(help="judge calls in flight at most, per backend [default: 16]")
     ] = None,
     repeats: Annotated[int, typer.Option(help="ask the judge K times per item")] = 1,
-    out_dir: Annotated[Path, typer.Option("--out", help="folder for the results")] = Path(
-        "contextlens-out"
-    ),
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="runs write into OUT/<run id>/; OUT/latest: the newest")
+    ] = Path("contextlens-out"),
     fail_under: Annotated[
         list[str], typer.Option(help="METRIC=VALUE: exit 1 when the metric is below VALUE")
     ] = [],  # noqa: B006
@@ -218,9 +223,11 @@ def run(
     ] = "0",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
-    """Evaluate DATA with the chosen metrics; write results.jsonl, summary.json, report.html."""
-    from contextlens.loaders import load_cases
-    from contextlens.runner import evaluate
+    """Evaluate DATA with the chosen metrics; write results.jsonl, summary.json and
+    report.html into the run's own folder OUT/<run id>/, then point OUT/latest at it."""
+    from contextlens.loaders import case_kind, check_cases, load_cases
+    from contextlens.runner import RunFolder, evaluate
+    from contextlens.store import fingerprint_file
 
     if fail_mode not in ("point", "interval"):
         raise UsageProblem(f"--fail-mode must be point or interval, got {fail_mode!r}")
@@ -230,7 +237,7 @@ def run(
     metrics = [build_metric(n) for n in names]
     judge_obj = judge_from_spec(judge)
     embedder_obj = load_object(embedder) if embedder and embedder != "minilm" else None
-    kind, cases = load_cases(data)
+    kind = case_kind(data)
     holds = Dataset if kind == "sessions" else ModelTestCase
     for name, m in zip(names, metrics, strict=True):
         if not issubclass(holds, m.case_type):
@@ -239,32 +246,32 @@ def run(
                 f"{kind.replace('_', ' ')} (see `contextlens schema`)",
                 file=str(data),
             )
-    result = evaluate(
-        cases,
-        metrics,
-        judge=judge_obj,
-        embedder=embedder_obj,
-        max_concurrency=concurrency,
-        cache=False if cache == "off" else (cache or True),
-        repeats=repeats,
-        out=out_dir,
-        progress=False if quiet else None,
-    )
-    _finish(
-        result,
-        out_dir,
-        store,
-        no_store,
-        config={
-            "data": str(data),
-            "metrics": names,
-            "judge": judge or "offline",
-            "embedder": embedder or "minilm",
-            "concurrency": concurrency,
-            "repeats": repeats,
-        },
-        data=data,
-    )
+    check_cases(data, list(zip(names, metrics, strict=True)))  # the whole file, no judge call
+    _, cases = load_cases(data)
+    config = {
+        "data": str(data),
+        "metrics": names,
+        "judge": judge or "offline",
+        "embedder": embedder or "minilm",
+        "concurrency": concurrency,
+        "repeats": repeats,
+    }
+    folder = RunFolder(out_dir)
+    fingerprint = None if no_store else fingerprint_file(data)
+    runs_store = _start(folder, store, no_store, config=config, data=data, fingerprint=fingerprint)
+    with _recorded(runs_store, folder.run_id):
+        result = evaluate(
+            cases,
+            metrics,
+            judge=judge_obj,
+            embedder=embedder_obj,
+            max_concurrency=concurrency,
+            cache=False if cache == "off" else (cache or True),
+            repeats=repeats,
+            out=folder,
+            progress=False if quiet else None,
+        )
+        _finish(result, folder, runs_store, config=config, data=data, fingerprint=fingerprint)
     missed = gate(result, thresholds, fail_mode)
     for problem in missed:
         err.print(line(Text("threshold missed ", style=RED), problem))
@@ -287,38 +294,97 @@ def _kind(case_type: type) -> str:
     return case_type.__name__
 
 
-def _finish(
-    result: Any, out_dir: Path, store: Path | None, no_store: bool, *, config: dict, data: Path
-) -> None:
-    from contextlens.report.html import write_report
-    from contextlens.store import RunStore, fingerprint_file
+def command_line() -> str:
+    """This process's command line, quoted for a shell, to be run again as it is."""
+    head = [sys.argv[0]]
+    if Path(sys.argv[0]).name == "__main__.py":  # python -m contextlens
+        head = [sys.executable, "-m", "contextlens"]
+    return shlex.join([*head, *sys.argv[1:]])
 
-    report = write_report(result, out_dir / "report.html")
+
+def _start(
+    folder: Any,
+    store: Path | None,
+    no_store: bool,
+    *,
+    config: dict,
+    data: Path,
+    fingerprint: str | None,
+) -> Any:
+    """The run store, with the run recorded as running (None with ``--no-store``)."""
+    if no_store:
+        return None
+    from contextlens.store import RunStore
+
+    runs_store = RunStore(store)
+    runs_store.start(
+        folder.run_id,
+        judge=config.get("judge", ""),
+        repeats=config.get("repeats", 1),
+        out_dir=folder.path,
+        config=config,
+        dataset=data,
+        dataset_fingerprint=fingerprint,
+        command=command_line(),
+    )
+    return runs_store
+
+
+@contextmanager
+def _recorded(runs_store: Any, run_id: str) -> Iterator[None]:
+    """Records the run as failed, with the error, when the block raises (interrupted on
+    Ctrl-C); the block records it as completed."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if runs_store is not None:
+            runs_store.fail(run_id, "stopped by the user", interrupted=True)
+        raise
+    except BaseException as exc:
+        if runs_store is not None:
+            runs_store.fail(run_id, f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _finish(
+    result: Any,
+    folder: Any,
+    runs_store: Any,
+    *,
+    config: dict,
+    data: Path,
+    fingerprint: str | None,
+) -> None:
+    """Write the report into the run's folder, record the run as completed, point
+    ``latest`` at it, and print the table and where the files are."""
+    from contextlens.report.html import write_report
+
+    report = write_report(result, folder.path / "report.html")
+    if runs_store is not None:
+        runs_store.record(result, config=config, dataset=str(data), dataset_fingerprint=fingerprint)
+    folder.complete()
     out.print(summary_table(result))
-    if not no_store:
-        RunStore(store).record(
-            result, config=config, dataset=str(data), dataset_fingerprint=fingerprint_file(data)
-        )
-    out.print(line("results: ", out_dir / "results.jsonl"))
+    out.print(line("results: ", folder.path / "results.jsonl"))
     out.print(line("report:  ", report))
 
 
 @app.command()
 def demo(
-    out_dir: Annotated[Path, typer.Option("--out", help="folder for the results")] = Path(
-        "contextlens-out/demo"
-    ),
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="runs write into OUT/<run id>/; OUT/latest: the newest")
+    ] = Path("contextlens-out/demo"),
 ) -> None:
     """Run the bundled TechStore sessions through `context`, offline."""
     from importlib import resources
 
     from contextlens.loaders import load_cases
     from contextlens.metrics.base import DEFAULT_PASS
-    from contextlens.runner import evaluate
+    from contextlens.runner import RunFolder, evaluate
 
     data = Path(str(resources.files("contextlens.demo").joinpath("techstore.jsonl")))
     _, cases = load_cases(data)
-    result = evaluate(cases, [build_metric("context")], cache=False, out=out_dir, progress=False)
+    folder = RunFolder(out_dir)
+    result = evaluate(cases, [build_metric("context")], cache=False, out=folder, progress=False)
     out.print(
         "Offline scores are the estimated probability that a careful reader finds the reply "
         f"fully supported by the context; PASS from {DEFAULT_PASS}.\n"
@@ -331,7 +397,7 @@ def demo(
             out.print(
                 line(f"  {inter['qa_id']} ", mark, f" {inter['score']:.2f}  ", inter["reason"])
             )
-    _finish(result, out_dir, None, True, config={"demo": True}, data=data)
+    _finish(result, folder, None, config={"demo": True}, data=data, fingerprint=None)
 
 
 @app.command()
@@ -341,10 +407,20 @@ def schema() -> None:
     from contextlens.metrics import registry
 
     rows = [
-        [info.name, _kind(info.case_type), ", ".join(info.reads) or "-", info.description]
+        [
+            info.name,
+            _kind(info.case_type),
+            ", ".join(info.reads) or "-",
+            ", ".join(
+                r if isinstance(r, str) else f"one of ({', '.join(r)})" for r in info.requires
+            )
+            or "-",
+            info.description,
+        ]
         for info in registry.registered().values()
     ]
-    out.print(table("Metrics (-m NAME)", ["metric", "takes", "reads", "what it measures"], rows))
+    headers = ["metric", "takes", "reads", "requires", "what it measures"]
+    out.print(table("Metrics (-m NAME)", headers, rows))
     for title, columns in (
         (
             "Sessions — JSONL objects with a `conversation` list, or one interaction per row:",
@@ -360,19 +436,37 @@ def runs(
     store: Annotated[Path | None, typer.Option(help="run store file")] = None,
     limit: Annotated[int, typer.Option(help="how many")] = 20,
 ) -> None:
-    """List recorded runs, newest first."""
-    from contextlens.store import RunStore
+    """List recorded runs, newest first, with their status and folder; how to resume an
+    interrupted run, and why a failed one failed."""
+    from contextlens.store import FAILED, INTERRUPTED, RunStore
 
-    rows = []
+    rows, notes = [], []
     for info in RunStore(store).list_runs(limit=limit):
         means = ", ".join(
             f"{k} {v:.3f}" if v is not None else f"{k} -" for k, v in info.means.items()
         )
+        bad = info.status in (FAILED, INTERRUPTED)
         rows.append(
-            [info.run_id, info.started_at, info.judge, info.dataset or "-", info.n_items, means]
+            [
+                info.run_id,
+                info.started_at,
+                Text(info.status, style=RED) if bad else info.status,
+                info.judge,
+                info.dataset or "-",
+                info.n_items,
+                means,
+                _near(info.out_dir) if info.out_dir else "-",
+            ]
         )
-    headers = ["run", "started", "judge", "data", "items", "means"]
+        if info.status == INTERRUPTED and info.command:
+            where = "" if info.cwd in (None, str(Path.cwd())) else f"cd {shlex.quote(info.cwd)} && "
+            notes.append(line(f"resume {info.run_id}: ", where, info.command))
+        elif info.status == FAILED and info.error:
+            notes.append(line(f"failed {info.run_id}: ", info.error))
+    headers = ["run", "started", "status", "judge", "data", "items", "means", "folder"]
     out.print(table(None, headers, rows, numeric=["items"]))
+    for note in notes:
+        out.print(note, soft_wrap=True)  # a command is printed whole, to be run again
 
 
 @app.command()
@@ -463,6 +557,14 @@ def calibrate(
     page = write_calibration_report(report, out_dir / "calibration.html")
     out.print(line("json:   ", out_dir / "calibration.json"))
     out.print(line("report: ", page))
+
+
+def _near(path: str) -> str:
+    """``path`` relative to the working folder when it lies inside it."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def _f(value: float | None, signed: bool = False) -> str:

@@ -1,23 +1,34 @@
 """Reading cases from files: JSONL, CSV or Parquet, as sessions or as test cases.
 
 Sessions (for ``context``): JSONL with one session object per line, or flat rows (CSV,
-Parquet, JSONL) with one interaction per row and ``session_id`` + ``qa_id`` columns.
-Test cases (for the other metrics): one case per row. Every error names the file, the
-line (or row) and the field.
+Parquet, JSONL) with one interaction per row and ``session_id`` + ``qa_id`` columns; the
+rows of a session need not be next to each other. Test cases (for the other metrics): one
+case per row. Files are UTF-8, with or without a byte-order mark.
+
+Every error names the file, the line (or row) and the field: bytes that are not UTF-8, an
+unknown column (with the closest known name), a null or empty required field, a duplicate
+case id, session id or ``qa_id`` (naming both lines). Columns of one's own go in a ``meta``
+object or ``meta.NAME`` / ``meta_NAME`` columns and are kept in the case's ``meta``.
+:func:`check_cases` reads a whole file once, keeping only what duplicate detection needs,
+so a run can refuse a bad file before its first judge call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import difflib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from contextlens.errors import InputError
-from contextlens.retriever import input_error, jsonl_objects, read_jsonl
+from contextlens.metrics.base import Metric, required_fields, unmet_requirement
+from contextlens.retriever import input_error, jsonl_objects, null_message, utf8_text
 from contextlens.schemas import Batch, Dataset, ModelTestCase
 
 #: Column documentation, printed by ``contextlens schema`` and mirrored in the README.
@@ -32,14 +43,18 @@ SESSION_COLUMNS: dict[str, str] = {
     "ground_truth_assistant": "optional; the reference reply (may be empty)",
     "observation": "optional; what the assistant's tools returned",
     "weight": "optional; >= 0, the interaction's weight in the session mean",
+    "meta, meta.NAME, meta_NAME": "optional; your own data (an object, or one column per key), "
+    "kept with the interaction, never scored",
 }
 CASE_COLUMNS: dict[str, str] = {
-    "id": "optional; names the case in results (alias: name)",
+    "id": "optional; names the case in results, unique in the file (alias: name)",
     "input": "required; the user's question (alias: question)",
     "actual_output": "the answer under test (alias: answer, output)",
     "expected_output": "optional; the reference answer",
     "retrieval_context": "the retrieved chunks: a list (JSON array in CSV) (alias: contexts)",
     "context": "optional; ideal context chunks, a list",
+    "meta, meta.NAME, meta_NAME": "optional; your own data (an object, or one column per key), "
+    "kept with the case, never scored",
 }
 _CASE_ALIASES = {
     "question": "input",
@@ -50,6 +65,13 @@ _CASE_ALIASES = {
 }
 _LIST_FIELDS = ("retrieval_context", "context", "contexts")
 _SESSION_FIELDS = ("session_id", "assistant_id", "context", "language")
+_META = "meta"
+_META_PREFIXES = ("meta.", "meta_")
+
+_CASE_KEYS = frozenset(ModelTestCase.model_fields) | frozenset(_CASE_ALIASES)
+_BATCH_KEYS = frozenset(Batch.model_fields)
+_SESSION_KEYS = frozenset(Dataset.model_fields)
+_ROW_KEYS = frozenset(_SESSION_FIELDS) | _BATCH_KEYS
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -57,14 +79,17 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     suffix = path.suffix.lower()
     name = str(path)
     if suffix == ".csv":
-        try:
-            handle = open(path, encoding="utf-8", newline="")  # noqa: SIM115
-        except OSError as exc:
-            raise InputError(f"cannot open: {exc.strerror}", file=name) from exc
-        with handle:
+        with utf8_text(path, newline="") as handle:
             reader = csv.DictReader(handle)
             for row in reader:
-                yield reader.line_num, {k: v for k, v in row.items() if k is not None}
+                extra = row.pop(None, None)  # type: ignore[call-overload]
+                if extra and any(str(cell).strip() for cell in extra):
+                    raise InputError(
+                        f"{len(extra)} more cell(s) than the header has columns",
+                        file=name,
+                        line=reader.line_num,
+                    )
+                yield reader.line_num, row
     elif suffix in (".parquet", ".pq"):
         try:
             import pandas as pd
@@ -78,7 +103,7 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read Parquet: {exc}", file=name) from exc
         for index, row in enumerate(frame.to_dict(orient="records"), start=1):
-            yield index, {k: _plain(v) for k, v in row.items()}
+            yield index, {str(k): _plain(v) for k, v in row.items()}
     else:
         yield from jsonl_objects(path)
 
@@ -129,78 +154,382 @@ def _validate(model: type[BaseModel], row: Mapping[str, Any], file: str, line: i
         raise input_error(exc, file=file, line=line) from None
 
 
-def _test_case(row: dict[str, Any], file: str, line: int) -> ModelTestCase:
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _absent(value: Any, file: str) -> str:
+    """Why a required text field given as ``value`` (null or blank) is refused; a CSV has
+    no null, only empty or missing cells."""
+    if value is None and not _is_csv(file):
+        return null_message()
+    return "empty is not allowed (expected text)"
+
+
+def _is_csv(file: str) -> bool:
+    return file.lower().endswith(".csv")
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def _meta_key(column: str) -> str | None:
+    """The metadata key a flat ``meta.NAME`` / ``meta_NAME`` column stands for."""
+    for prefix in _META_PREFIXES:
+        if column.startswith(prefix) and len(column) > len(prefix):
+            return column[len(prefix) :]
+    return None
+
+
+def _own(column: str) -> bool:
+    """Whether ``column`` holds the user's own data (or is unnamed, as a pandas index)."""
+    return not column.strip() or column == _META or _meta_key(column) is not None
+
+
+def _unknown(
+    column: str, known: Iterable[str], *, file: str, line: int | None, where: str = ""
+) -> InputError:
+    """An unknown column (or key), with the closest known name when there is one."""
+    names = sorted(known)
+    lowered = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(column.lower(), list(lowered), n=1, cutoff=0.6)
+    what = "unknown key" if where else "unknown column"
+    if close:
+        hint = f"did you mean {lowered[close[0]]!r}?"
+    else:
+        hint = f"expected one of {', '.join(names)}"
+    return InputError(
+        f"{what}; {hint} (your own data goes in 'meta', 'meta.NAME' or 'meta_NAME')",
+        file=file,
+        line=line,
+        field=where + column,
+    )
+
+
+def _check_keys(
+    row: Mapping[str, Any], known: frozenset[str], file: str, line: int | None, where: str = ""
+) -> None:
+    for column in row:
+        if column not in known and not _own(column):
+            raise _unknown(column, known - {_META}, file=file, line=line, where=where)
+
+
+@dataclass
+class _Columns:
+    """Checks the columns of a file: those of each row of a JSONL file, the header of a CSV
+    (line 1) or the columns of a Parquet file (no line), once."""
+
+    known: frozenset[str]
+    file: str
+    each_row: bool
+    header_line: int | None = None
+    done: bool = False
+
+    @classmethod
+    def of(cls, path: Path, known: frozenset[str]) -> _Columns:
+        suffix = path.suffix.lower()
+        if suffix in (".csv", ".parquet", ".pq"):
+            return cls(known, str(path), False, 1 if suffix == ".csv" else None)
+        return cls(known, str(path), True)
+
+    def check(self, row: Mapping[str, Any], line: int) -> None:
+        if self.each_row:
+            _check_keys(row, self.known, self.file, line)
+        elif not self.done:
+            self.done = True
+            _check_keys(row, self.known, self.file, self.header_line)
+
+
+def _split_meta(
+    row: Mapping[str, Any], file: str, line: int, where: str = ""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A row's own columns and its metadata: the ``meta`` object (a JSON object in CSV)
+    merged with the ``meta.NAME`` / ``meta_NAME`` columns."""
+    meta: dict[str, Any] = {}
+    given = row.get(_META)
+    if isinstance(given, str) and given.strip():
+        with contextlib.suppress(json.JSONDecodeError):
+            given = json.loads(given)
+    if not _blank(given):
+        if not isinstance(given, dict):
+            raise InputError(
+                f"expected a JSON object, got {given!r:.60}",
+                file=file,
+                line=line,
+                field=where + _META,
+            )
+        meta.update(given)
+    rest: dict[str, Any] = {}
+    for column, value in row.items():
+        key = _meta_key(column)
+        if key is None:
+            if column != _META and column.strip():
+                rest[column] = value
+        elif not _blank(value):
+            if key in meta:
+                raise InputError(
+                    f"the meta key {key!r} is given twice",
+                    file=file,
+                    line=line,
+                    field=where + column,
+                )
+            meta[key] = value
+    return rest, meta
+
+
+# --------------------------------------------------------------------------- test cases
+
+
+def _test_case(row: Mapping[str, Any], file: str, line: int) -> ModelTestCase:
+    own, meta = _split_meta(row, file, line)
     mapped: dict[str, Any] = {}
-    for key, value in row.items():
+    empty: dict[str, tuple[str, Any]] = {}
+    for key, value in own.items():
         target = _CASE_ALIASES.get(key, key)
+        if target not in ModelTestCase.model_fields or target == _META:
+            continue
         cell = _cell(value, key, file, line)
-        blank = cell is None or (isinstance(cell, str) and not cell.strip())
-        if target in ModelTestCase.model_fields and not blank and target not in mapped:
+        if _blank(cell):
+            empty.setdefault(target, (key, cell))
+        elif target not in mapped:
             mapped[target] = cell
+    for target, (key, cell) in empty.items():
+        if target not in mapped and ModelTestCase.model_fields[target].is_required():
+            raise InputError(_absent(cell, file), file=file, line=line, field=key)
     if mapped.get("name") is not None:
         mapped["name"] = str(mapped["name"])
+    if meta:
+        mapped[_META] = meta
     return _validate(ModelTestCase, mapped, file, line)
+
+
+def _test_cases(
+    rows: Iterator[tuple[int, dict[str, Any]]], path: Path
+) -> Iterator[tuple[int, ModelTestCase]]:
+    """Test cases with their lines; a repeated id is an error naming both lines."""
+    name = str(path)
+    columns = _Columns.of(path, _CASE_KEYS)
+    seen: dict[str, int] = {}
+    for line, row in rows:
+        columns.check(row, line)
+        case = _test_case(row, name, line)
+        if case.name is not None:
+            first = seen.setdefault(case.name, line)
+            if first != line:
+                column = next(
+                    (k for k in row if _CASE_ALIASES.get(k, k) == "name" and not _blank(row[k])),
+                    "id",
+                )
+                raise InputError(
+                    f"duplicate id {case.name!r} (also on line {first})",
+                    file=name,
+                    line=line,
+                    field=column,
+                )
+        yield line, case
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def _session(raw: Mapping[str, Any], file: str, line: int) -> Dataset:
+    """A JSONL session object, its keys and those of its interactions checked."""
+    _check_keys(raw, _SESSION_KEYS, file, line)
+    own, meta = _split_meta(raw, file, line)
+    turns = own.get("conversation")
+    if isinstance(turns, list):
+        checked = []
+        for i, turn in enumerate(turns):
+            if isinstance(turn, Mapping):
+                where = f"conversation[{i}]."
+                _check_keys(turn, _BATCH_KEYS, file, line, where)
+                fields, turn_meta = _split_meta(turn, file, line, where)
+                turn = {**fields, _META: turn_meta} if turn_meta else fields
+            checked.append(turn)
+        own["conversation"] = checked
+    if meta:
+        own[_META] = meta
+    return _validate(Dataset, own, file, line)
+
+
+def _sessions(path: Path) -> Iterator[tuple[int, Dataset]]:
+    """JSONL session objects with their lines; a repeated ``session_id`` is an error
+    naming both lines."""
+    name = str(path)
+    seen: dict[str, int] = {}
+    for line, raw in jsonl_objects(path):
+        session = _session(raw, name, line)
+        first = seen.setdefault(session.session_id, line)
+        if first != line:
+            raise InputError(
+                f"duplicate session_id {session.session_id!r} (also on line {first})",
+                file=name,
+                line=line,
+                field="session_id",
+            )
+        yield line, session
 
 
 def _is_session_rows(columns: set[str]) -> bool:
     return {"session_id", "qa_id"} <= columns
 
 
-def _sessions_from_rows(rows: Iterator[tuple[int, dict[str, Any]]], file: str) -> list[Dataset]:
-    heads: dict[str, tuple[int, dict[str, Any]]] = {}
-    turns: dict[str, list[Batch]] = {}
+@dataclass
+class _Group:
+    """One session's rows: its first line, its session fields, its interactions (all, or
+    only the first when only checking), and the line of each ``qa_id``."""
+
+    line: int
+    head: dict[str, Any]
+    turns: list[Batch] = field(default_factory=list)
+    qa_lines: dict[str, int] = field(default_factory=dict)
+
+
+#: The fields of a session row that must not be null, in the order they are checked.
+_REQUIRED = tuple(
+    name
+    for model in (Dataset, Batch)
+    for name, info in model.model_fields.items()
+    if info.is_required() and name != "conversation"
+)
+
+
+def _sessions_from_rows(
+    rows: Iterator[tuple[int, dict[str, Any]]], path: Path, *, keep: bool = True
+) -> list[tuple[int, Dataset]]:
+    """Flat interaction rows grouped into sessions, each with its first line. With
+    ``keep=False`` each session holds only its first interaction (enough to check it)."""
+    file = str(path)
+    columns = _Columns.of(path, _ROW_KEYS)
+    groups: dict[str, _Group] = {}
     for line, row in rows:
-        cells = {k: _cell(v, k, file, line, lists=False) for k, v in row.items()}
+        columns.check(row, line)
+        own, meta = _split_meta(row, file, line)
+        cells = {k: _cell(v, k, file, line, lists=False) for k, v in own.items()}
+        for key in _REQUIRED:
+            if key in cells and cells[key] is None and not _is_csv(file):
+                raise InputError(null_message(), file=file, line=line, field=key)
         sid = cells.get("session_id")
         if sid in (None, ""):
             raise InputError("required", file=file, line=line, field="session_id")
         sid = str(sid)
         head = {k: cells.get(k) for k in _SESSION_FIELDS if cells.get(k) not in (None, "")}
-        if sid not in heads:
-            heads[sid] = (line, head)
-            turns[sid] = []
+        group = groups.get(sid)
+        if group is None:
+            group = groups[sid] = _Group(line, head)
         else:
-            first_line, first = heads[sid]
             for key, value in head.items():
-                if key in first and first[key] != value:
+                if key in group.head and group.head[key] != value:
                     raise InputError(
-                        f"differs from line {first_line} of the same session",
+                        f"differs from line {group.line} of the same session",
                         file=file,
                         line=line,
                         field=key,
                     )
-        batch = {k: v for k, v in cells.items() if k in Batch.model_fields and v is not None}
-        batch.setdefault("ground_truth_assistant", "")
-        turns[sid].append(_validate(Batch, batch, file, line))
-    sessions = []
-    for sid, (line, head) in heads.items():
-        sessions.append(_validate(Dataset, {**head, "conversation": turns[sid]}, file, line))
-    return sessions
+        fields = {k: v for k, v in cells.items() if k in Batch.model_fields and v is not None}
+        fields.setdefault("ground_truth_assistant", "")
+        if meta:
+            fields[_META] = meta
+        batch = _validate(Batch, fields, file, line)
+        first = group.qa_lines.setdefault(batch.qa_id, line)
+        if first != line:
+            raise InputError(
+                f"duplicate qa_id {batch.qa_id!r} in session {sid!r} (also on line {first})",
+                file=file,
+                line=line,
+                field="qa_id",
+            )
+        if keep or not group.turns:
+            group.turns.append(batch)
+    return [
+        (g.line, _validate(Dataset, {**g.head, "conversation": g.turns}, file, g.line))
+        for g in groups.values()
+    ]
 
 
-def load_cases(path: str | Path) -> tuple[str, Iterator[Dataset] | Iterator[ModelTestCase]]:
-    """The cases of a file and their kind: ``"sessions"`` or ``"test_cases"``.
+# --------------------------------------------------------------------------- reading a file
 
-    JSONL session objects and all test cases are read lazily; flat session rows are
-    grouped, which reads the whole file.
-    """
-    path = Path(path)
-    name = str(path)
-    if not path.exists():
-        raise InputError("no such file", file=name)
+
+def _numbered(
+    path: Path, *, keep: bool = True
+) -> tuple[str, Iterator[tuple[int, Dataset]] | Iterator[tuple[int, ModelTestCase]]]:
+    """The kind of the file's cases and the cases with their lines (flat session rows:
+    the first line of each session)."""
     rows = _rows(path)
-    first = next(rows, None)
-    if first is None:
-        raise InputError("the file holds no rows", file=name)
-    row = first[1]
-    if "conversation" in row:
+    first = _first_row(path, rows)
+    kind = _kind_of(first[1])
+    if kind == "session_objects":
         rows.close()
-        return "sessions", (session for _, session in read_jsonl(path, Dataset))
+        return "sessions", _sessions(path)
 
     def chained() -> Iterator[tuple[int, dict[str, Any]]]:
         yield first
         yield from rows
 
-    if _is_session_rows(set(row)):
-        return "sessions", iter(_sessions_from_rows(chained(), name))
-    return "test_cases", (_test_case(r, name, n) for n, r in chained())
+    if kind == "sessions":
+        return "sessions", iter(_sessions_from_rows(chained(), path, keep=keep))
+    return "test_cases", _test_cases(chained(), path)
+
+
+def _first_row(
+    path: Path, rows: Iterator[tuple[int, dict[str, Any]]]
+) -> tuple[int, dict[str, Any]]:
+    if not path.exists():
+        raise InputError("no such file", file=str(path))
+    first = next(rows, None)
+    if first is None:
+        raise InputError("the file holds no rows", file=str(path))
+    return first
+
+
+def _kind_of(row: Mapping[str, Any]) -> str:
+    if "conversation" in row:
+        return "session_objects"
+    return "sessions" if _is_session_rows(set(row)) else "test_cases"
+
+
+def case_kind(path: str | Path) -> str:
+    """The kind of cases a file holds, ``"sessions"`` or ``"test_cases"``, from its first
+    row."""
+    path = Path(path)
+    rows = _rows(path)
+    try:
+        kind = _kind_of(_first_row(path, rows)[1])
+    finally:
+        rows.close()
+    return "sessions" if kind == "session_objects" else kind
+
+
+def load_cases(path: str | Path) -> tuple[str, Iterator[Dataset] | Iterator[ModelTestCase]]:
+    """The cases of a file and their kind: ``"sessions"`` or ``"test_cases"``.
+
+    JSONL session objects and all test cases are read lazily (an error is raised when its
+    line is reached); flat session rows are grouped, which reads the whole file.
+    """
+    kind, numbered = _numbered(Path(path))
+    return kind, (case for _, case in numbered)  # type: ignore[return-value]
+
+
+def check_cases(
+    path: str | Path, metrics: Sequence[tuple[str, Metric[Any]]] = ()
+) -> tuple[str, int]:
+    """Read the whole file once and raise the first problem :func:`load_cases` would meet,
+    or a case missing a field that one of ``metrics`` (``(name, metric)`` pairs) requires;
+    return the kind and the number of cases.
+
+    Memory stays flat: only the ids seen are kept (for flat session rows, each session's
+    fields, first interaction and ``qa_id`` lines).
+    """
+    path = Path(path)
+    kind, numbered = _numbered(path, keep=False)
+    needs = [(name, m, required_fields(m)) for name, m in metrics]
+    count = 0
+    for line, case in numbered:
+        count += 1
+        for name, m, requires in needs:
+            if not isinstance(case, m.case_type):
+                continue
+            unmet = unmet_requirement(case, requires, name)
+            if unmet is not None:
+                raise InputError(unmet[1], file=str(path), line=line, field=unmet[0])
+    return kind, count

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -36,31 +37,87 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+#: What a field of each pydantic type expects, for "null is not allowed (expected ...)".
+_EXPECTED = {
+    "string_type": "text",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "float_type": "a number",
+    "int_type": "a number",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "bool_type": "true or false",
+}
+
+
+def null_message(expected: str = "text") -> str:
+    """How a null where a value belongs is reported."""
+    return f"null is not allowed (expected {expected})"
+
+
 def input_error(exc: ValidationError, *, file: str | None, line: int | None) -> InputError:
-    """The first problem of a pydantic validation error as an :class:`InputError`."""
+    """The first problem of a pydantic validation error as an :class:`InputError`; a null
+    where a value belongs is reported as null."""
     first = exc.errors()[0]
     extra = len(exc.errors()) - 1
     msg = first["msg"]
-    if "input" in first and first["type"] != "missing":
+    if first.get("input", ...) is None and first["type"] != "missing":
+        msg = null_message(_EXPECTED.get(first["type"], "a value"))
+    elif "input" in first and first["type"] != "missing":
         msg += f" (got {first['input']!r:.80})"
     if extra:
         msg += f"; and {extra} more problem{'s' if extra > 1 else ''} on this line"
     return InputError(msg, file=file, line=line, field=field_path(first["loc"]) or None)
 
 
-def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line_number, object)`` for each non-blank line of a JSONL file, lazily.
+@contextmanager
+def utf8_text(path: str | Path, *, newline: str | None = None) -> Iterator[IO[str]]:
+    """``path`` opened as UTF-8 text, a byte-order mark skipped.
 
-    Errors (unreadable file, malformed JSON, a line that is not an object) name the file
-    and the line.
+    Bytes that are not UTF-8 raise an :class:`InputError` naming the file, the line and
+    the byte, wherever in the file they are read.
     """
     name = str(path)
     try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below
+        handle = open(path, encoding="utf-8-sig", newline=newline)  # noqa: SIM115
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror}", file=name) from exc
-    with handle:
+    try:
+        with handle:
+            yield handle
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+
+
+def _not_utf8(path: str | Path) -> InputError:
+    """The first line of ``path`` that is not UTF-8, as an :class:`InputError`."""
+    name = str(path)
+    with open(path, "rb") as raw:
+        for lineno, data in enumerate(raw, start=1):
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                byte = data[exc.start]
+                return InputError(
+                    f"not UTF-8: byte 0x{byte:02x} at position {exc.start + 1} of the line; "
+                    "save the file as UTF-8",
+                    file=name,
+                    line=lineno,
+                )
+    return InputError("not UTF-8; save the file as UTF-8", file=name)
+
+
+def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line_number, object)`` for each non-blank line of a JSONL file, lazily.
+
+    A byte-order mark is skipped. Errors (unreadable file, bytes that are not UTF-8,
+    malformed JSON, a line that is not an object) name the file and the line.
+    """
+    name = str(path)
+    with utf8_text(path) as handle:
         for lineno, text in enumerate(handle, start=1):
+            text = text.lstrip("\ufeff")  # a byte-order mark inside joined files too
             if not text.strip():
                 continue
             try:
@@ -91,7 +148,8 @@ def read_jsonl(path: str | Path, model: type[M]) -> Iterator[tuple[int, M]]:
 class JsonlRetriever(Retriever):
     """Sessions from a JSONL file, one :class:`Dataset` object per line, read lazily.
 
-    Blank lines are skipped; a repeated ``session_id`` is an error.
+    Blank lines and a byte-order mark are skipped; a repeated ``session_id`` is an error
+    naming both lines.
     """
 
     def __init__(self, path: str | Path, **kwargs: Any) -> None:
@@ -99,14 +157,14 @@ class JsonlRetriever(Retriever):
         self.path = Path(path)
 
     def load_dataset(self) -> Iterator[Dataset]:
-        seen: set[str] = set()
+        seen: dict[str, int] = {}
         for lineno, session in read_jsonl(self.path, Dataset):
-            if session.session_id in seen:
+            first = seen.setdefault(session.session_id, lineno)
+            if first != lineno:
                 raise InputError(
-                    f"duplicate session_id {session.session_id!r}",
+                    f"duplicate session_id {session.session_id!r} (also on line {first})",
                     file=str(self.path),
                     line=lineno,
                     field="session_id",
                 )
-            seen.add(session.session_id)
             yield session

@@ -4,16 +4,21 @@ Cases are consumed lazily, at most a bounded number in flight; each result is wr
 ``results.jsonl`` as soon as it is known, so memory stays flat and an interrupted run keeps
 everything finished so far. Failed items are kept apart with their reasons and counted;
 they never enter a mean as 0.
+
+With ``out=OUT`` each run writes into its own folder, ``OUT/<run id>/`` (a
+:class:`RunFolder`), so runs sharing ``OUT`` never mix and a failed run leaves nothing but
+its own partial results; ``OUT/latest`` names the newest completed run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterable, Iterable, Sequence
+from collections.abc import AsyncIterable, Iterable, Iterator, Sequence, Sized
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -34,14 +39,33 @@ from contextlens.judges.base import Judge
 from contextlens.judges.llm import LLMJudge
 from contextlens.judges.resolve import resolve_judge
 from contextlens.metrics import registry
-from contextlens.metrics.base import Metric, Services, own_embedder, own_judge, uses_judge
+from contextlens.metrics.base import (
+    Metric,
+    Services,
+    own_embedder,
+    own_judge,
+    required_fields,
+    unmet_requirement,
+    uses_judge,
+)
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.retriever import input_error
 from contextlens.schemas import Dataset, MetricResult, ModelTestCase
 from contextlens.stats import BayesianMode, StatisticalMode, repeated_interval
 from contextlens.sync import run_sync
 
-__all__ = ["EvalRun", "ItemResult", "MetricSummary", "aevaluate", "as_metric", "evaluate"]
+__all__ = [
+    "LATEST",
+    "EvalRun",
+    "ItemResult",
+    "MetricSummary",
+    "RunFolder",
+    "aevaluate",
+    "as_metric",
+    "evaluate",
+    "latest_run",
+    "new_run_id",
+]
 
 Case = Dataset | ModelTestCase
 
@@ -136,6 +160,45 @@ def _as_case(raw: Any, index: int) -> Case:
         raise InputError(f"case {index}: {err.message}", field=err.field) from None
 
 
+class _CaseChecks:
+    """What a case must meet before it is scored: a unique id (a test case's ``name``, a
+    session's ``session_id``) and the fields each of its metrics requires. Keeps the ids
+    seen, nothing else."""
+
+    def __init__(self, bound: Sequence[_Bound]) -> None:
+        self.needs = [(b.metric, required_fields(b.metric)) for b in bound]
+        self.seen: dict[tuple[bool, str], int] = {}
+        self.done = False
+
+    def one(self, raw: Any, index: int) -> Case:
+        """``raw`` as a case, checked (once: a collection checked whole is not again)."""
+        case = _as_case(raw, index)
+        if self.done:
+            return case
+        session = isinstance(case, Dataset)
+        ident = case.session_id if session else case.name  # type: ignore[union-attr]
+        if ident is not None:
+            first = self.seen.setdefault((session, ident), index)
+            if first != index:
+                what = "session_id" if session else "id"
+                raise InputError(
+                    f"case {index}: duplicate {what} {ident!r} (also case {first})",
+                    field="session_id" if session else "name",
+                )
+        for metric, requires in self.needs:
+            if isinstance(case, metric.case_type):
+                unmet = unmet_requirement(case, requires, metric.name)
+                if unmet is not None:
+                    raise InputError(f"case {index}: {unmet[1]}", field=unmet[0])
+        return case
+
+    def all(self, cases: Iterable[Any]) -> list[Case]:
+        """Every case of a collection, checked before any is scored."""
+        checked = [self.one(raw, index) for index, raw in enumerate(cases)]
+        self.done = True
+        return checked
+
+
 def _case_id(case: Case, index: int) -> str:
     if isinstance(case, Dataset):
         return case.session_id
@@ -183,14 +246,87 @@ def _merge_repeats(items: list[ItemResult]) -> ItemResult:
     )
 
 
+LATEST = "latest"
+"""The name, in an ``out`` folder, of the pointer to its newest completed run."""
+
+
+def new_run_id() -> str:
+    """A fresh run id: 12 hex digits."""
+    return uuid.uuid4().hex[:12]
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """Where one run writes: ``<out>/<run_id>/``.
+
+    :func:`evaluate` given a path makes one and completes it when the run ends; given a
+    ``RunFolder`` it writes into it and leaves :meth:`complete` to the caller, who may add
+    files first (the command adds ``report.html``).
+    """
+
+    out: Path
+    run_id: str = field(default_factory=new_run_id)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "out", Path(self.out))
+
+    @property
+    def path(self) -> Path:
+        """The run's own folder."""
+        return self.out / self.run_id
+
+    def create(self) -> Path:
+        """Make the run's folder (and ``out``); ``FileExistsError`` if it exists: a folder
+        serves one run."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir()
+        except FileExistsError:
+            raise FileExistsError(
+                f"the run folder {self.path} exists already; a run folder serves one run"
+            ) from None
+        return self.path
+
+    def complete(self) -> Path:
+        """Make ``<out>/latest`` name this run and return it: a relative symlink to the run's
+        folder, put in place atomically with ``os.replace``, or, where symlinks cannot be
+        made, a text file holding the run id (replaced the same way)."""
+        link = self.out / LATEST
+        tmp = self.out / f".{LATEST}.{self.run_id}.{os.getpid()}.tmp"
+        tmp.unlink(missing_ok=True)
+        try:
+            os.symlink(self.run_id, tmp, target_is_directory=True)
+        except (OSError, NotImplementedError):
+            tmp.write_text(self.run_id + "\n", encoding="utf-8")
+        try:
+            os.replace(tmp, link)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise InputError(
+                f"cannot make it name run {self.run_id}: {exc.strerror or exc}", file=str(link)
+            ) from None
+        return link
+
+
+def latest_run(out: str | Path) -> Path | None:
+    """The folder of the newest completed run in ``out`` (as ``out/latest`` names it), or
+    None when no run has completed there."""
+    link = Path(out) / LATEST
+    if link.is_symlink():
+        return Path(out) / os.readlink(link)
+    if link.is_file():
+        run_id = link.read_text(encoding="utf-8").strip()
+        return Path(out) / run_id if run_id else None
+    return None
+
+
 class _Sink:
     """Writes each item result as one JSON line, flushed at once."""
 
-    def __init__(self, out: Path | None) -> None:
+    def __init__(self, folder: Path | None) -> None:
         self.handle: IO[str] | None = None
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            self.handle = open(out / "results.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+        if folder is not None:
+            self.handle = open(folder / "results.jsonl", "x", encoding="utf-8")  # noqa: SIM115
 
     def write(self, item: ItemResult) -> None:
         if self.handle is not None:
@@ -250,7 +386,7 @@ async def aevaluate(
     max_concurrency: int | None = None,
     cache: Any = True,
     repeats: int = 1,
-    out: str | Path | None = None,
+    out: str | Path | RunFolder | None = None,
     statistical_mode: StatisticalMode | None = None,
     progress: bool | None = None,
     keep_results: bool | None = None,
@@ -268,13 +404,16 @@ async def aevaluate(
         raise ValueError(f"two metrics share a name: {names}")
     store = open_cache(cache)
     bound = _bind(cores, judge, embedder, store, max_concurrency)
+    checks = _CaseChecks(bound)
+    if isinstance(cases, Sized) and not isinstance(cases, (Iterator, AsyncIterable)):
+        cases = checks.all(cases)  # a bad case stops the run before its first judge call
     judged = [b for b in bound if b.services.judge is not None]
     repeats_eff = repeats if judged else 1
     mode = statistical_mode or BayesianMode()
-    out_dir = Path(out) if out is not None else None
-    keep = keep_results if keep_results is not None else out_dir is None
+    folder = RunFolder(Path(out)) if isinstance(out, (str, os.PathLike)) else out
+    keep = keep_results if keep_results is not None else folder is None
     ledger = Ledger()
-    sink = _Sink(out_dir)
+    sink = _Sink(folder.create() if folder is not None else None)
     tallies = {name: _Tally() for name in names}
     kept: list[tuple[int, ItemResult]] = []
     total = len(cases) if hasattr(cases, "__len__") else None  # type: ignore[arg-type]
@@ -321,7 +460,7 @@ async def aevaluate(
             try:
                 index = 0
                 async for raw in _aiter(cases):
-                    case = _as_case(raw, index)
+                    case = checks.one(raw, index)
                     await window.acquire()
                     task = asyncio.create_task(guarded(case, index))
                     tasks.add(task)
@@ -341,7 +480,7 @@ async def aevaluate(
         for b in bound
     }
     run = EvalRun(
-        run_id=uuid.uuid4().hex[:12],
+        run_id=folder.run_id if folder is not None else new_run_id(),
         started_at=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),
         judge=", ".join(dict.fromkeys(judges)) or "offline",
@@ -349,13 +488,15 @@ async def aevaluate(
         repeats=repeats_eff,
         summaries=summaries,
         accounting=ledger.to_dict(),
-        out_dir=str(out_dir) if out_dir else None,
+        out_dir=str(folder.path) if folder is not None else None,
         results=[item for _, item in sorted(kept, key=lambda pair: pair[0])],
     )
-    if out_dir is not None:
-        (out_dir / "summary.json").write_text(
+    if folder is not None:
+        (folder.path / "summary.json").write_text(
             json.dumps(run.model_dump(exclude={"results"}), indent=2), encoding="utf-8"
         )
+        if not isinstance(out, RunFolder):  # a caller's own RunFolder is theirs to complete
+            folder.complete()
     return run
 
 
@@ -363,7 +504,7 @@ async def _score(b: _Bound, case: Case, case_id: str, repeat: int, ledger: Ledge
     """One metric on one case (one repeat): its result, or a failed item with the reason."""
     token = current_repeat.set(repeat)
     try:
-        with attribute(ledger, b.metric.name):
+        with attribute(ledger, b.metric.name, case_id):
             result = await b.metric.score(case, b.services)
         return _item(case_id, b.judge_name, result)
     except Exception as exc:  # a failed item is recorded, never lost
@@ -446,13 +587,19 @@ def evaluate(
     max_concurrency: int | None = None,
     cache: Any = True,
     repeats: int = 1,
-    out: str | Path | None = None,
+    out: str | Path | RunFolder | None = None,
     statistical_mode: StatisticalMode | None = None,
     progress: bool | None = None,
     keep_results: bool | None = None,
 ) -> EvalRun:
     """Evaluate ``cases`` (sessions for ``context``, test cases for the others) with
     ``metrics`` and return an :class:`EvalRun`.
+
+    Each case must have a unique id (a test case's ``name``, a session's ``session_id``)
+    and the fields each of its metrics ``requires``; an :class:`InputError` names the case
+    (its index) otherwise. A list, or any sized collection, is checked whole before the
+    first judge call; an iterator is checked as it is consumed, and what was under way when
+    a bad case came finishes and is written first.
 
     ``metrics``: registered names (``"context-precision"``), metric objects, or the seed
     metric classes (``ContextPrecision(model=...)``). ``judge``: the judge of every metric
@@ -463,8 +610,9 @@ def evaluate(
     ``max_concurrency`` sets the bound on judge calls in flight per backend (None keeps the
     backend's, 16 for a new one). ``cache``: True (the user cache folder), False, or a
     path. ``repeats``: judge each item ``k`` times and fold the judge's own spread into the
-    interval. ``out``: a folder for ``results.jsonl`` (written as results come) and
-    ``summary.json``.
+    interval. ``out``: a folder; the run writes into its own ``out/<run id>/`` (the run's
+    ``out_dir``) ``results.jsonl`` (as results come) and ``summary.json``, then points
+    ``out/latest`` at it. A :class:`RunFolder` is written into but not completed.
     """
     return run_sync(
         aevaluate(

@@ -19,6 +19,8 @@ class Batch(BaseModel):
     ground_truth_agentic: dict[str, Any] = Field(default_factory=dict)
     logprobs: dict[str, Any] = Field(default_factory=dict)
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """The user's own data about the interaction; no metric reads it."""
 
 
 class Dataset(BaseModel):
@@ -29,6 +31,8 @@ class Dataset(BaseModel):
     language: str = "english"
     context: str
     conversation: list[Batch] = Field(min_length=1)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """The user's own data about the session; no metric reads it."""
 
     @model_validator(mode="after")
     def _unique_qa_ids(self) -> Dataset:
@@ -49,6 +53,8 @@ class ModelTestCase(BaseModel):
     retrieval_context: list[str] | None = None
     context: list[str] | None = None
     name: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """The user's own data about the case; no metric reads it."""
 
 
 class MetricResult(BaseModel):

@@ -6,6 +6,14 @@ what is needed to reproduce and compare it: judge, embedder, repeats, the caller
 (metrics, CLI arguments), the dataset path and fingerprint, library versions, summaries,
 accounting, and every item result.
 
+A run is recorded when it starts (:meth:`RunStore.start`: status ``running``, with the
+command line, working folder, pid and host) and again when it ends: ``completed`` with its
+results (:meth:`RunStore.record`) or ``failed`` with the error (:meth:`RunStore.fail`). A
+run still ``running`` whose process is gone from this host is read back as
+``interrupted``; the same command, run again in the same folder, resumes it (the judge-call
+cache answers what was already done). Its items are then those of the ``results.jsonl`` in
+its run folder, as far as they were written.
+
 Reading a run back (:meth:`RunStore.load`) gives a :class:`StoredRun`, which *is* an
 ``EvalRun`` (a subclass with a few extra fields), so reports and :func:`contextlens.compare`
 take a fresh run and a stored one alike. As for an ``EvalRun`` written to ``out=``, read
@@ -21,6 +29,7 @@ import math
 import os
 import platform
 import secrets
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -37,6 +46,10 @@ from contextlens.errors import ContextLensError, InputError
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 
 __all__ = [
+    "COMPLETED",
+    "FAILED",
+    "INTERRUPTED",
+    "RUNNING",
     "SCHEMA_VERSION",
     "RunInfo",
     "RunStore",
@@ -50,9 +63,14 @@ __all__ = [
     "record_score",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Stored in ``PRAGMA user_version``. A file with a newer version is refused; run history
-is never dropped, so later versions migrate older files in place."""
+is never dropped, so later versions migrate older files in place (version 2 added the
+status, command and process of each run; the runs of version 1 are ``completed``)."""
+
+RUNNING, COMPLETED, FAILED, INTERRUPTED = "running", "completed", "failed", "interrupted"
+"""A run's status. ``interrupted``: recorded ``running``, but its process is gone (on this
+host), or stopped by the user (Ctrl-C)."""
 
 _BATCH = 1000  # item rows per executemany / per page read back
 _MAX_CANDIDATES = 10
@@ -90,7 +108,14 @@ CREATE TABLE IF NOT EXISTS items (
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS items_by_case ON items (run_id, case_id);
+ALTER TABLE runs ADD COLUMN status TEXT NOT NULL DEFAULT 'completed';
+ALTER TABLE runs ADD COLUMN error TEXT;
+ALTER TABLE runs ADD COLUMN command TEXT;
+ALTER TABLE runs ADD COLUMN cwd TEXT;
+ALTER TABLE runs ADD COLUMN pid INTEGER;
+ALTER TABLE runs ADD COLUMN host TEXT;
 """
+# The ALTER statements run once, on a new file or one of version 1 (see SQLiteFile).
 
 _RUN_COLUMNS = (
     "run_id",
@@ -108,6 +133,12 @@ _RUN_COLUMNS = (
     "versions",
     "summaries",
     "accounting",
+    "status",
+    "error",
+    "command",
+    "cwd",
+    "pid",
+    "host",
 )
 _ITEM_INSERT = (
     "INSERT INTO items (run_id, seq, case_id, metric, score, error, data) "
@@ -158,7 +189,12 @@ def fingerprint_cases(cases: Iterable[Any]) -> str:
 
 
 class RunInfo(BaseModel):
-    """One line of :meth:`RunStore.list_runs`: a run at a glance."""
+    """One line of :meth:`RunStore.list_runs`: a run at a glance.
+
+    ``status``: ``running``, ``completed``, ``failed`` (``error`` says why) or
+    ``interrupted``; ``command`` run in ``cwd`` started it (and resumes it); ``out_dir`` is
+    its run folder. Counts and means are those of a completed run (0 and none before).
+    """
 
     run_id: str
     started_at: str
@@ -168,6 +204,13 @@ class RunInfo(BaseModel):
     n_items: int
     n_failed: int
     means: dict[str, float | None]
+    status: str = COMPLETED
+    error: str | None = None
+    command: str | None = None
+    cwd: str | None = None
+    pid: int | None = None
+    host: str | None = None
+    out_dir: str | None = None
 
 
 class StoredRun(EvalRun):
@@ -182,12 +225,22 @@ class StoredRun(EvalRun):
     dataset_fingerprint: str | None = None
     versions: dict[str, str | None] = Field(default_factory=dict)
     recorded_at: str | None = None
+    status: str = COMPLETED
+    error: str | None = None
+    command: str | None = None
+    cwd: str | None = None
+    pid: int | None = None
+    host: str | None = None
     _store_path: str | None = PrivateAttr(default=None)
 
     def iter_results(self) -> Iterator[ItemResult]:
-        """Every item result, in the order they were recorded."""
+        """Every item result, in the order they were recorded; for a run that did not
+        complete, those its run folder's ``results.jsonl`` holds (none when it is gone)."""
         if self.results or self._store_path is None:
             yield from self.results
+            return
+        if self.status != COMPLETED:
+            yield from _partial_results(self.out_dir)
             return
         path = Path(self._store_path)
         if not path.exists():
@@ -211,6 +264,47 @@ class StoredRun(EvalRun):
                 last = rows[-1][0]
         finally:
             conn.close()
+
+
+def _partial_results(out_dir: str | None) -> Iterator[ItemResult]:
+    """The whole lines of ``out_dir/results.jsonl``: a killed run may have left its last
+    line half written."""
+    if out_dir is None:
+        return
+    try:
+        handle = open(Path(out_dir) / "results.jsonl", encoding="utf-8")  # noqa: SIM115
+    except FileNotFoundError:
+        return
+    with handle:
+        for line in handle:
+            if line.endswith("\n"):
+                yield ItemResult.model_validate_json(line)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host still runs (a zombie does not). Where that
+    cannot be told (Windows), it is taken to run."""
+    if os.name == "nt":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by someone else
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    state = stat.rpartition(")")[2].split()[:1]
+    return state not in (["Z"], ["X"])
+
+
+def _status(status: str, pid: int | None, host: str | None) -> str:
+    """The status as recorded, but ``interrupted`` for a running run whose process is gone."""
+    if status == RUNNING and pid is not None and host == socket.gethostname() and not _alive(pid):
+        return INTERRUPTED
+    return status
 
 
 # --------------------------------------------------------------------------- the store
@@ -246,6 +340,11 @@ def library_versions() -> dict[str, str | None]:
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _absolute(path: str | os.PathLike[str] | None) -> str | None:
+    """``path`` made absolute (a run folder is found again from any working folder)."""
+    return None if path is None else os.path.abspath(path)
 
 
 def _score_column(score: float | None) -> float | None:
@@ -284,6 +383,62 @@ class RunStore(Closing):
 
     # -- writing -----------------------------------------------------------------------
 
+    def start(
+        self,
+        run_id: str,
+        *,
+        judge: str = "",
+        embedder: str = "",
+        repeats: int = 1,
+        out_dir: str | os.PathLike[str] | None = None,
+        config: Mapping[str, Any] | None = None,
+        dataset: str | os.PathLike[str] | None = None,
+        dataset_fingerprint: str | None = None,
+        command: str | None = None,
+    ) -> str:
+        """Record that run ``run_id`` starts: status ``running``, with ``command`` (the
+        command line that started it) and this process's working folder, pid and host.
+        :meth:`record` completes it, :meth:`fail` fails it; if the process dies first, it
+        reads back as ``interrupted``. Returns ``run_id``."""
+        now = datetime.now(timezone.utc).replace(microsecond=0)  # as a run's started_at
+        row = (
+            run_id,
+            now.isoformat(timespec="seconds"),
+            now.timestamp(),
+            now.timestamp(),
+            0.0,
+            judge,
+            embedder,
+            int(repeats),
+            _absolute(out_dir),
+            None if dataset is None else str(dataset),
+            dataset_fingerprint,
+            _json(dict(config or {})),
+            _json(library_versions()),
+            _json({}),
+            _json({}),
+            RUNNING,
+            None,
+            command,
+            os.getcwd(),
+            os.getpid(),
+            socket.gethostname(),
+        )
+        with self._db.write() as conn:
+            _replace_run(conn, row)
+        return run_id
+
+    def fail(self, run_id: str, error: str, *, interrupted: bool = False) -> None:
+        """Mark the started run ``run_id`` ``failed`` with ``error`` (``interrupted`` when
+        the user stopped it). A run the store does not hold is left alone."""
+        now = datetime.now(timezone.utc).timestamp()
+        with self._db.write() as conn:
+            conn.execute(
+                "UPDATE runs SET status = ?, error = ?, recorded_at = ?, "
+                "duration_s = MAX(? - started_ts, 0) WHERE run_id = ?",
+                (INTERRUPTED if interrupted else FAILED, error, now, now, run_id),
+            )
+
     def record(
         self,
         run: EvalRun,
@@ -295,7 +450,8 @@ class RunStore(Closing):
         """Save ``run`` and every item result in one transaction; return its ``run_id``.
 
         ``config`` is the caller's settings (metrics, CLI arguments ...), stored as JSON
-        (values that are not JSON become strings). Recording a run id again replaces it.
+        (values that are not JSON become strings). Recording a run id again replaces it; the
+        run is ``completed``, and keeps the command and process :meth:`start` recorded.
         """
         now = datetime.now(timezone.utc)
         row = (
@@ -307,22 +463,21 @@ class RunStore(Closing):
             run.judge,
             run.embedder,
             int(run.repeats),
-            run.out_dir,
+            _absolute(run.out_dir),
             None if dataset is None else str(dataset),
             dataset_fingerprint,
             _json(dict(config or {})),
             _json(library_versions()),
             _json({k: v.model_dump(mode="json") for k, v in run.summaries.items()}),
             _json(run.accounting),
+            COMPLETED,
+            None,
         )
         with self._db.write() as conn:
-            conn.execute("DELETE FROM items WHERE run_id = ?", (run.run_id,))
-            conn.execute("DELETE FROM runs WHERE run_id = ?", (run.run_id,))
-            conn.execute(
-                f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(row))})",
-                row,
-            )
+            started = conn.execute(
+                "SELECT command, cwd, pid, host FROM runs WHERE run_id = ?", (run.run_id,)
+            ).fetchone()
+            _replace_run(conn, row + tuple(started or (None, None, None, None)))
             batch: list[tuple[Any, ...]] = []
             for seq, item in enumerate(run.iter_results()):
                 batch.append(_item_row(run.run_id, seq, item))
@@ -411,26 +566,40 @@ class RunStore(Closing):
 
     # -- reading -----------------------------------------------------------------------
 
-    def list_runs(self, limit: int = 50) -> list[RunInfo]:
-        """The ``limit`` most recent runs, newest first (by start time)."""
+    def list_runs(self, limit: int = 50, *, completed: bool = False) -> list[RunInfo]:
+        """The ``limit`` most recent runs, newest first (by start time); ``completed``:
+        only the runs that completed."""
         rows = self._db.connection().execute(
-            "SELECT run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries "
-            "FROM runs ORDER BY started_ts DESC, recorded_at DESC LIMIT ?",
-            (int(limit),),
+            "SELECT run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries, "
+            "status, error, command, cwd, pid, host, out_dir FROM runs "
+            f"{'WHERE status = ? ' if completed else ''}"
+            "ORDER BY started_ts DESC, recorded_at DESC LIMIT ?",
+            (COMPLETED, int(limit)) if completed else (int(limit),),
         )
-        return [
-            RunInfo(
-                run_id=run_id,
-                started_at=started_at,
-                judge=judge,
-                dataset=dataset,
-                n_cases=n_cases,
-                n_items=n_items,
-                n_failed=n_failed,
-                means={k: v.get("mean") for k, v in json.loads(summaries).items()},
+        infos = []
+        for row in rows:
+            (run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries) = row[:8]
+            status, error, command, cwd, pid, host, out_dir = row[8:]
+            infos.append(
+                RunInfo(
+                    run_id=run_id,
+                    started_at=started_at,
+                    judge=judge,
+                    dataset=dataset,
+                    n_cases=n_cases,
+                    n_items=n_items,
+                    n_failed=n_failed,
+                    means={k: v.get("mean") for k, v in json.loads(summaries).items()},
+                    status=_status(status, pid, host),
+                    error=error,
+                    command=command,
+                    cwd=cwd,
+                    pid=pid,
+                    host=host,
+                    out_dir=out_dir,
+                )
             )
-            for run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries in rows
-        ]
+        return infos
 
     def resolve(self, run_id: str) -> str:
         """The full id of the run ``run_id`` names, exactly or as a unique prefix.
@@ -474,7 +643,7 @@ class RunStore(Closing):
             .execute(
                 "SELECT run_id, started_at, duration_s, judge, embedder, repeats, out_dir, "
                 "dataset, dataset_fingerprint, config, versions, summaries, accounting, "
-                "recorded_at FROM runs WHERE run_id = ?",
+                "recorded_at, status, error, command, cwd, pid, host FROM runs WHERE run_id = ?",
                 (full,),
             )
             .fetchone()
@@ -482,7 +651,8 @@ class RunStore(Closing):
         if row is None:  # deleted between resolve and load
             raise InputError(f"no run {full!r} in {self.path}")
         (rid, started, duration, judge, embedder, repeats, out_dir, dataset, fp) = row[:9]
-        config, versions, summaries, accounting, recorded = row[9:]
+        config, versions, summaries, accounting, recorded = row[9:14]
+        status, error, command, cwd, pid, host = row[14:]
         run = StoredRun(
             run_id=rid,
             started_at=started,
@@ -502,6 +672,12 @@ class RunStore(Closing):
             recorded_at=datetime.fromtimestamp(recorded, timezone.utc).isoformat(
                 timespec="seconds"
             ),
+            status=_status(status, pid, host),
+            error=error,
+            command=command,
+            cwd=cwd,
+            pid=pid,
+            host=host,
         )
         run._store_path = str(self.path)
         if results:
@@ -509,10 +685,21 @@ class RunStore(Closing):
         return run
 
     def latest(self, n: int = 2) -> list[StoredRun]:
-        """The ``n`` most recent runs, *oldest first*, so that ``compare(*store.latest())``
-        compares the newest run (B) against the one before it (A)."""
-        infos = self.list_runs(limit=n)
+        """The ``n`` most recent completed runs, *oldest first*, so that
+        ``compare(*store.latest())`` compares the newest run (B) against the one before it
+        (A)."""
+        infos = self.list_runs(limit=n, completed=True)
         return [self.load(info.run_id) for info in reversed(infos)]
+
+
+def _replace_run(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
+    """Insert the run ``row`` (values of ``_RUN_COLUMNS``), replacing the run and its items."""
+    conn.execute("DELETE FROM items WHERE run_id = ?", (row[0],))
+    conn.execute("DELETE FROM runs WHERE run_id = ?", (row[0],))
+    conn.execute(
+        f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({', '.join('?' * len(row))})",
+        row,
+    )
 
 
 def _item_row(run_id: str, seq: int, item: ItemResult) -> tuple[Any, ...]:

@@ -162,7 +162,12 @@ def _cases() -> list[Dataset | ModelTestCase]:
             retrieval_context=["Opening hours: 9 am to 5 pm."],
             name=HOSTILE,
         ),
-        ModelTestCase(input="Anything?", actual_output="", name="nothing-to-compare"),
+        ModelTestCase(  # an empty context: nothing to compare the output with
+            input="Anything?",
+            actual_output="Something.",
+            retrieval_context=[],
+            name="nothing-to-compare",
+        ),
     ]
     return [*sessions, *rag]
 
@@ -177,7 +182,7 @@ def test_report_renders_in_chromium_and_runs_nothing_from_the_data(
         progress=False,
         out=tmp_path / "run",
     )
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))
+    summary = json.loads((Path(run.out_dir) / "summary.json").read_text(encoding="utf-8"))
     assert summary["summaries"]["context_precision_metric"]["n_failed"] == 1
     page = write_report(run, tmp_path / "report.html", title="Shop bot")
 

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from contextlens.backend import (
+    BackendConnectionError,
     BackendError,
     BackendTimeout,
     Completion,
@@ -224,3 +225,16 @@ async def test_against_the_fake_server_429_500_ok() -> None:
     statuses = [getattr(e, "status", None) for e, _ in seen]
     assert statuses == [429, 500]
     assert 0.05 <= seen[0][1] <= 0.055  # the server's Retry-After
+
+
+async def test_rate_limits_and_refused_connections_use_up_the_budget_not_the_attempts() -> None:
+    refused = BackendConnectionError("refused")
+    fn = Flaky(*(http_error(429, "slow down", 0.001) for _ in range(5)), refused, refused)
+    policy = RetryPolicy(max_attempts=2, initial_delay=0.001, max_delay=0.002, budget=5.0)
+    assert await call_with_retry(fn, policy) == "ok"
+    assert fn.calls == 8
+    # A fault that may pass but is neither still counts: two attempts in all.
+    fn = Flaky(http_error(500, "oops"), http_error(500, "oops again"))
+    with pytest.raises(BackendError):
+        await call_with_retry(fn, policy)
+    assert fn.calls == 2

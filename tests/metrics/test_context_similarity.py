@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from contextlens.embeddings.adapters import InvalidEmbeddingError
+from contextlens.errors import InputError
 from contextlens.metrics.base import Services
 from contextlens.metrics.context_similarity import (
     ContextSimilarityScorer,
@@ -290,22 +291,22 @@ async def test_score_reads_test_cases_mappings_and_objects() -> None:
 
 
 async def test_runner_uses_the_run_embedder_and_records_failures() -> None:
-    """score raises on bad input; the runner keeps it as a failed item with the exception."""
+    """A case without a required field is refused before scoring; score raising on an
+    unusable embedding is kept as a failed item with the exception."""
     emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0], z=[0.0, 0.0])
+    missing = ModelTestCase(input="q", retrieval_context=["c"])
+    with pytest.raises(InputError, match="case 0: metric 'context_similarity' requires"):
+        await aevaluate([missing], [ContextSimilarityScorer()], embedder=emb, progress=False)
     cases = [
         ModelTestCase(input="q", actual_output="a", retrieval_context=["c"]),
-        ModelTestCase(input="q", retrieval_context=["c"]),
         ModelTestCase(input="q", actual_output="a", retrieval_context=["z"]),
     ]
     run = await aevaluate(cases, [ContextSimilarityScorer()], embedder=emb, progress=False)
-    ok, missing, zero = run.results
+    ok, zero = run.results
     assert ok.score == pytest.approx(2 / 3) and ok.success is False and not ok.failed
-    assert missing.failed and missing.score is None
-    assert "'generated_text' (None)" in (missing.error or "")
-    assert isinstance(missing.exception, ValueError)
     assert zero.failed and zero.score is None and "contexts[0]" in (zero.error or "")
     assert isinstance(zero.exception, InvalidEmbeddingError)
-    assert run.summaries["context_similarity"].n_failed == 2
+    assert run.summaries["context_similarity"].n_failed == 1
 
 
 async def test_own_embedder_wins_over_the_run_embedder() -> None:

@@ -79,7 +79,7 @@ def test_a_registered_metric_is_found_everywhere(toy, run_cli, tmp_path):
     out = tmp_path / "out"
     code, text = run_cli("run", cases, "-m", "toy-overlap", "--out", out, "-q", "--no-store")
     assert code == 0, text
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    summary = json.loads((out / "latest" / "summary.json").read_text())
     assert summary["summaries"]["toy_overlap"]["mean"] == pytest.approx(0.5)
 
     labelled = tmp_path / "labelled.jsonl"

@@ -17,8 +17,8 @@ from typing import Any
 from contextlens.compat.shell import Scored, judge_label, say, score_one
 from contextlens.errors import InputError, MetricComputationError
 from contextlens.judges.resolve import as_backend
+from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
 from contextlens.metrics.contextual_relevancy import (
-    DEFAULT_MAX_PROMPT_TOKENS,
     ContextualRelevancyScorer,
     ContextualRelevancyTemplate,
 )
@@ -48,7 +48,10 @@ class ContextualRelevancyMetric:
             (``generate_verdicts``, ``generate_reason``), an object with ``system`` /
             ``user`` strings, or a callable; see
             :mod:`contextlens.metrics.contextual_relevancy`.
-        max_prompt_tokens: the prompt budget of one judge call (characters / 4).
+        max_prompt_tokens: the prompt budget of one judge call (characters / 4); a chunk
+            too large for a call of its own fails the case with its size, unsent.
+        max_embed_tokens: offline, the longest text embedded (characters / 4); a longer
+            input or chunk fails the case with its size.
         embedder: the embedder of the offline path (default: the bundled MiniLM).
 
     ``measure`` / ``a_measure`` set ``score``, ``reason``, ``success``, ``verdicts``,
@@ -68,6 +71,7 @@ class ContextualRelevancyMetric:
         evaluation_template: Any = None,
         *,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
         embedder: Any = None,
     ) -> None:
         judge = as_backend(model)
@@ -77,6 +81,7 @@ class ContextualRelevancyMetric:
             strict_mode=strict_mode,
             evaluation_template=evaluation_template,
             max_prompt_tokens=max_prompt_tokens,
+            max_embed_tokens=max_embed_tokens,
             judge=judge,
             embedder=embedder,
         )
@@ -100,6 +105,7 @@ class ContextualRelevancyMetric:
     strict_mode = property(lambda self: self.metric.strict_mode)
     evaluation_template = property(lambda self: self.metric.evaluation_template)
     max_prompt_tokens = property(lambda self: self.metric.max_prompt_tokens)
+    max_embed_tokens = property(lambda self: self.metric.max_embed_tokens)
     case_type = ModelTestCase
 
     @property
@@ -123,7 +129,11 @@ class ContextualRelevancyMetric:
 
     async def a_measure(self, test_case: ModelTestCase, *args: Any, **kwargs: Any) -> float:
         """Asynchronous :meth:`measure`."""
-        scored = await score_one(self.metric, test_case)
+        try:
+            scored = await score_one(self.metric, test_case)
+        except InputError as exc:  # refused before scoring; DeepEval sets error, then raises
+            self.score, self.success, self.error = None, False, str(exc)
+            raise
         self._store(scored)
         item = scored.item
         if self.verbose_mode:

@@ -23,6 +23,7 @@ from contextlens.compat.shell import judge_label, say
 from contextlens.judges.base import Fence
 from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS
 from contextlens.judges.resolve import as_backend
+from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
 from contextlens.metrics.context import ContextAwareness
 from contextlens.results import ItemResult
 from contextlens.retriever import Retriever
@@ -143,13 +144,25 @@ class Context:
 
     ``Context.run(...)`` / ``await Context.arun(...)`` evaluate every session a retriever
     loads. An instance, ``Context(statistical_mode)``, is a metric for
-    :func:`contextlens.evaluate` (its ``metric`` is the core it wraps).
+    :func:`contextlens.evaluate` (its ``metric`` is the core it wraps); its keyword-only
+    ``max_prompt_tokens`` and ``max_embed_tokens`` are the core's size limits (``run`` and
+    ``arun`` keep the defaults: their other keyword arguments go to the retriever).
     """
 
     name = "context"
 
-    def __init__(self, statistical_mode: StatisticalMode | None = None) -> None:
-        self.metric = ContextAwareness(statistical_mode or FrequentistMode())
+    def __init__(
+        self,
+        statistical_mode: StatisticalMode | None = None,
+        *,
+        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
+    ) -> None:
+        self.metric = ContextAwareness(
+            statistical_mode or FrequentistMode(),
+            max_prompt_tokens=max_prompt_tokens,
+            max_embed_tokens=max_embed_tokens,
+        )
 
     @property
     def case_type(self) -> type:

@@ -25,6 +25,7 @@ from contextlens.embeddings.adapters import as_embedder
 from contextlens.embeddings.base import Embedder
 from contextlens.embeddings.local import BUNDLED_NAMES, find_local_model, hub_cache_folders
 from contextlens.embeddings.minilm import default_embedder
+from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS
 from contextlens.metrics.context_similarity import (
     ContextSimilarityScorer,
     SimilarityModeName,
@@ -126,6 +127,8 @@ class ContextSimilarityEvaluator:
             [0, 1] (see :mod:`contextlens.metrics.context_similarity`).
         score_threshold: ``passing`` is ``score >= score_threshold``; in [0, 1].
         batch_size: at most this many texts per call of a user's embedding model.
+        max_embed_tokens: the longest text embedded (characters / 4); a case with a longer
+            query, answer or context fails with its size.
 
     The object is configuration only: ``evaluate``/``aevaluate`` may run concurrently on
     one instance.
@@ -140,13 +143,16 @@ class ContextSimilarityEvaluator:
         score_threshold: float = 0.8,
         *,
         batch_size: int = 2048,
+        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.embed_model = embed_model
         self.batch_size = batch_size
         embedder = None if embed_model is None else as_embedder(embed_model, max_texts=batch_size)
-        self.metric = ContextSimilarityScorer(similarity_mode, score_threshold, embedder=embedder)
+        self.metric = ContextSimilarityScorer(
+            similarity_mode, score_threshold, embedder=embedder, max_embed_tokens=max_embed_tokens
+        )
 
     name = property(lambda self: self.metric.name)
     similarity_mode = property(lambda self: self.metric.similarity_mode)

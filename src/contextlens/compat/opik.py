@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from contextlens.compat.shell import judge_label, score_one
 from contextlens.errors import InputError, MetricComputationError
 from contextlens.judges.resolve import as_backend
+from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
 from contextlens.metrics.context_precision import ContextPrecisionScorer
 from contextlens.schemas import MetricResult, ModelTestCase
 from contextlens.store import record_score
@@ -95,6 +96,10 @@ class ContextPrecision:
             objects, which carry their own settings. ``temperature=None`` keeps the backend's
             default of 0.0.
         project_name: accepted for Opik compatibility and ignored.
+        max_prompt_tokens: the prompt budget of the judge call (characters / 4); a case
+            over it fails with its size and is not sent.
+        max_embed_tokens: offline, the longest text embedded (characters / 4); a longer
+            one fails the case with its size.
     """
 
     case_type = ModelTestCase
@@ -109,10 +114,16 @@ class ContextPrecision:
         temperature: float | None = None,
         *,
         project_name: str | None = None,
+        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
     ) -> None:
         judge = as_backend(model, temperature=temperature, seed=seed)
         self.metric = ContextPrecisionScorer(
-            judge=judge, few_shot_examples=few_shot_examples, name=name
+            judge=judge,
+            few_shot_examples=few_shot_examples,
+            max_prompt_tokens=max_prompt_tokens,
+            max_embed_tokens=max_embed_tokens,
+            name=name,
         )
         self.track = track
         self.project_name = project_name

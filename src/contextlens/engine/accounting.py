@@ -22,6 +22,7 @@ __all__ = [
     "Ledger",
     "PriceTable",
     "attribute",
+    "current_case",
     "current_ledger",
     "current_metric",
     "record",
@@ -34,13 +35,16 @@ UNATTRIBUTED = "unattributed"
 class Counts:
     """What a set of judge calls took.
 
-    ``calls``: calls that reached the backend; ``cache_hits``: replies served from the
-    cache; ``retries``: calls tried again; ``failures``: items whose judge call failed for
-    good; tokens as reported by the backend; ``cost``: estimated USD of the priced calls;
+    ``calls``: calls the backend answered (with any status) or that timed out waiting;
+    ``dropped``: calls whose connection dropped before a reply (they may or may not have
+    reached the server; each is retried); ``cache_hits``: replies served from the cache;
+    ``retries``: calls tried again; ``failures``: items whose judge call failed for good;
+    tokens as reported by the backend; ``cost``: estimated USD of the priced calls;
     ``unpriced_calls``: calls whose model has no price (their cost is unknown, not 0).
     """
 
     calls: int = 0
+    dropped: int = 0
     cache_hits: int = 0
     retries: int = 0
     failures: int = 0
@@ -169,6 +173,7 @@ class Ledger:
         model: str | None = None,
         usage: Usage | None = None,
         calls: int = 0,
+        dropped: int = 0,
         cache_hits: int = 0,
         retries: int = 0,
         failures: int = 0,
@@ -185,6 +190,7 @@ class Ledger:
             if counts is None:
                 counts = self._counts[(metric, judge)] = Counts()
             counts.calls += calls
+            counts.dropped += dropped
             counts.cache_hits += cache_hits
             counts.retries += retries
             counts.failures += failures
@@ -239,16 +245,21 @@ current_ledger: ContextVar[Ledger | None] = ContextVar("contextlens_ledger", def
 current_metric: ContextVar[str] = ContextVar("contextlens_metric", default=UNATTRIBUTED)
 """The metric judge calls are attributed to."""
 
+current_case: ContextVar[str] = ContextVar("contextlens_case", default="")
+"""The id of the case judge calls are made for (named in log messages)."""
+
 
 @contextmanager
-def attribute(ledger: Ledger | None, metric: str) -> Iterator[Ledger | None]:
+def attribute(ledger: Ledger | None, metric: str, case: str = "") -> Iterator[Ledger | None]:
     """Record judge calls made inside the block (tasks created in it included) into
-    ``ledger`` under ``metric``."""
+    ``ledger`` under ``metric``, for the case ``case``."""
     ledger_token = current_ledger.set(ledger)
     metric_token = current_metric.set(metric)
+    case_token = current_case.set(case)
     try:
         yield ledger
     finally:
+        current_case.reset(case_token)
         current_metric.reset(metric_token)
         current_ledger.reset(ledger_token)
 
@@ -259,6 +270,7 @@ def record(
     model: str | None = None,
     usage: Usage | None = None,
     calls: int = 0,
+    dropped: int = 0,
     cache_hits: int = 0,
     retries: int = 0,
     failures: int = 0,
@@ -275,6 +287,7 @@ def record(
         model=model,
         usage=usage,
         calls=calls,
+        dropped=dropped,
         cache_hits=cache_hits,
         retries=retries,
         failures=failures,

@@ -50,6 +50,16 @@ class Limiter:
         """The number of calls allowed in flight now."""
         return max(1, int(self.current))
 
+    def configure(self, limit: int) -> None:
+        """Make ``limit`` the maximum and the current limit (a new configuration starts at its
+        own limit); the same limit as now changes nothing, so the adaptive state is kept."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        if limit != self.max_limit:
+            self.max_limit = self.lowest = limit
+            self.current = float(limit)
+            self._wake()
+
     def slot(self) -> _Slot:
         """``async with limiter.slot():`` holds one slot for the duration of the block."""
         return _Slot(self)
@@ -144,9 +154,6 @@ def limiter_for(key: str, limit: int | None = None) -> Limiter:
         limiter = _registry.get(key)
         if limiter is None:
             limiter = _registry[key] = Limiter(DEFAULT_LIMIT if limit is None else limit)
-        elif limit is not None and limiter.max_limit != limit:
-            if limit < 1:
-                raise ValueError(f"limit must be >= 1, got {limit}")
-            limiter.max_limit = limiter.lowest = limit
-            limiter.current = float(limit)
+        elif limit is not None:
+            limiter.configure(limit)
         return limiter

@@ -16,9 +16,14 @@ from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from contextlens.backend import BackendError, BackendTimeout
+from contextlens.backend import (
+    BackendConnectionError,
+    BackendError,
+    BackendTimeout,
+    RateLimited,
+)
 
-__all__ = ["RetryPolicy", "call_with_retry", "is_retryable"]
+__all__ = ["RetryPolicy", "call_with_retry", "is_retryable", "within"]
 
 T = TypeVar("T")
 
@@ -28,7 +33,10 @@ class RetryPolicy:
     """How a call is retried.
 
     Args:
-        max_attempts: attempts in all (1 = no retry).
+        max_attempts: attempts in all (1 = no retry). Attempts the server refused to serve
+            (a rate limit, or a connection refused or reset: a server restarting or briefly
+            down) do not count: they are retried, after the server's Retry-After or with
+            back-off, for as long as the budget lasts.
         initial_delay: ceiling of the first back-off wait; doubles per attempt.
         max_delay: cap of any one wait, Retry-After included.
         timeout: seconds per attempt (``None``: no limit); exceeding it raises the
@@ -65,6 +73,11 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (asyncio.TimeoutError, TimeoutError))
 
 
+def _unreachable(exc: BaseException | None) -> bool:
+    """Whether the attempt failed to reach the server at all (refused, reset, dropped)."""
+    return isinstance(exc, BackendConnectionError)
+
+
 def _retry_after(exc: BaseException | None) -> float | None:
     value: Any = exc.retry_after if isinstance(exc, BackendError) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -74,7 +87,7 @@ def _retry_after(exc: BaseException | None) -> float | None:
 
 if sys.version_info >= (3, 11):
 
-    async def _within(fn: Callable[[], Awaitable[T]], seconds: float) -> T:
+    async def within(fn: Callable[[], Awaitable[T]], seconds: float) -> T:
         """``await fn()``, or :class:`BackendTimeout` after ``seconds``."""
         scope = asyncio.timeout(seconds)
         try:
@@ -87,7 +100,7 @@ if sys.version_info >= (3, 11):
 
 else:  # Python 3.10: no asyncio.timeout; wait_for runs fn in a task of its own
 
-    async def _within(fn: Callable[[], Awaitable[T]], seconds: float) -> T:
+    async def within(fn: Callable[[], Awaitable[T]], seconds: float) -> T:
         """``await fn()``, or :class:`BackendTimeout` after ``seconds``."""
         begun = time.monotonic()
         try:
@@ -107,13 +120,24 @@ async def call_with_retry(
     """Await ``fn()`` until it succeeds, retrying retryable errors under ``policy``.
 
     Each wait is the error's ``retry_after`` when it has one (capped at ``max_delay``),
-    else exponential back-off. Stops after ``max_attempts``, when the next wait would
-    end past the budget, or when the server's Retry-After alone exceeds what is left of
-    it; the last error is then raised as is. Non-retryable errors are raised at once.
+    else exponential back-off (at least half of its ceiling after a connection failure, so
+    that the waits add up to outlast a restarting server). Stops after ``max_attempts``
+    counted attempts (rate limits and connection failures are not counted), when the next
+    wait would end past the budget, or when the server's Retry-After alone exceeds what is
+    left of it; the last error is then raised as is. Non-retryable errors are raised at once.
     ``on_retry(error, wait_seconds)`` is called before each wait.
     """
     started = time.monotonic()
     waits: dict[int, float] = {}  # attempt number -> the wait planned after it
+    counted: dict[int, int] = {0: 0}  # attempt number -> counted failed attempts up to it
+
+    def failures(state: RetryCallState) -> int:
+        n = state.attempt_number
+        if n not in counted:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            refused = _unreachable(exc) or isinstance(exc, RateLimited)
+            counted[n] = counted.get(n - 1, 0) + (0 if refused else 1)
+        return counted[n]
 
     def planned_wait(state: RetryCallState) -> float:
         # Computed once per attempt: stop, wait and before_sleep all see the same value
@@ -127,12 +151,13 @@ async def call_with_retry(
                 wait = min(retry_after + extra, policy.max_delay)
             else:
                 ceiling = min(policy.max_delay, policy.initial_delay * 2.0 ** min(n - 1, 64))
-                wait = random.uniform(0.0, ceiling) if policy.jitter else ceiling
+                floor = ceiling / 2 if _unreachable(exc) else 0.0
+                wait = random.uniform(floor, ceiling) if policy.jitter else ceiling
             waits[n] = wait
         return waits[n]
 
     def stop(state: RetryCallState) -> bool:
-        if state.attempt_number >= policy.max_attempts:
+        if failures(state) >= policy.max_attempts:
             return True
         remaining = policy.budget - (time.monotonic() - started)
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -150,7 +175,7 @@ async def call_with_retry(
     async def attempt() -> T:
         if policy.timeout is None:
             return await fn()
-        return await _within(fn, policy.timeout)
+        return await within(fn, policy.timeout)
 
     # The first try runs outside tenacity, whose per-call bookkeeping costs more CPU than
     # the rest of a judge call; a retryable failure is replayed as tenacity's first attempt,

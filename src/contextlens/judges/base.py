@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from contextlens.backend import Message, Usage
 
@@ -14,6 +14,13 @@ T = TypeVar("T", bound=BaseModel)
 
 DEFAULT_BOS = "```json"
 DEFAULT_EOS = "```"
+
+
+class Reply(BaseModel):
+    """Base of the reply schemas a judge fills in. Strict: a number must be a JSON number
+    (``"0.9"`` and ``true`` are refused, not coerced), text must be text."""
+
+    model_config = ConfigDict(strict=True)
 
 
 @dataclass(frozen=True)

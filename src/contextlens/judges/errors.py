@@ -92,6 +92,8 @@ def as_backend_error(exc: BaseException) -> BackendError:
         return RateLimited(message, retry_after=retry_after)
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) or "timeout" in names:
         return BackendTimeout(message)
-    if isinstance(exc, ConnectionError) or "connection" in names or "connecterror" in names:
+    if isinstance(exc, ConnectionRefusedError) or "connecterror" in names:
+        return BackendConnectionError(message, connected=False)
+    if isinstance(exc, ConnectionError) or "connection" in names:
         return BackendConnectionError(message)
     return FatalError(message)

@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from contextlens.backend import ChatBackend, Completion, InvalidReply, Message, RateLimited, Usage
+from contextlens.backend import (
+    BackendConnectionError,
+    ChatBackend,
+    Completion,
+    InvalidReply,
+    Message,
+    RateLimited,
+    Usage,
+)
 from contextlens.engine import accounting
 from contextlens.engine.cache import Cache, NullCache, current_repeat
 from contextlens.engine.limiter import Limiter, limiter_for
-from contextlens.engine.retry import RetryPolicy, call_with_retry
+from contextlens.engine.retry import RetryPolicy, call_with_retry, within
 from contextlens.errors import JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judgement
 from contextlens.judges.parsing import (
@@ -58,6 +66,8 @@ class LLMJudge:
         self.limiter = limiter or limiter_for(backend.key, max_concurrency)
         self.cache = cache if cache is not None else NullCache()
         self.retry = retry or RetryPolicy()
+        # The policy without its timeout: attempt() applies it per call, once a slot is held.
+        self._untimed = replace(self.retry, timeout=None)
 
     @property
     def name(self) -> str:
@@ -90,26 +100,43 @@ class LLMJudge:
                 self._record(cache_hits=1)
                 return cached
 
+        def send() -> Awaitable[Completion]:
+            return self.backend.complete(messages, schema=schema)
+
         async def attempt() -> Completion:
+            # The timeout runs from the moment the call is sent, not while it waits for a
+            # slot. A call is counted when the server answered it, with any status, or when
+            # it timed out waiting; one whose connection dropped is counted as dropped (it may
+            # or may not have reached the server); a refused one is not counted.
             async with self.limiter.slot():
                 try:
-                    reply = await self.backend.complete(messages, schema=schema)
+                    reply = await (within(send, timeout) if timeout else send())
                 except RateLimited:
                     self.limiter.on_rate_limited()
                     self._record(calls=1)
                     raise
-                except Exception:
+                except BackendConnectionError as exc:  # no reply came: a retry, not a call
+                    self._record(dropped=int(exc.connected))
+                    raise
+                except BaseException:  # an error reply, a timeout, a cancellation
                     self._record(calls=1)
                     raise
+                self._record(calls=1, usage=reply.usage)
             self.limiter.on_success()
-            self._record(calls=1, usage=reply.usage)
             return reply
 
         def on_retry(exc: BaseException, wait: float) -> None:
             self._record(retries=1)
-            log.debug("retrying %s in %.2fs after %s", self.name, wait, exc)
+            log.debug(
+                "%s: retrying %s in %.2fs after %s",
+                accounting.current_case.get(),
+                self.name,
+                wait,
+                exc,
+            )
 
-        reply = await call_with_retry(attempt, self.retry, on_retry=on_retry)
+        timeout = self.retry.timeout
+        reply = await call_with_retry(attempt, self._untimed, on_retry=on_retry)
         if isinstance(reply.parsed, BaseModel):  # structured output: keep it cacheable
             reply = replace(reply, parsed=reply.parsed.model_dump(mode="json"))
         return reply
@@ -146,7 +173,12 @@ class LLMJudge:
                     raise JudgeError(
                         f"invalid reply after one re-ask: {problem}", raw=raw
                     ) from None
-                log.debug("re-asking %s after an invalid reply: %s", self.name, problem)
+                log.debug(
+                    "%s: re-asking %s after an invalid reply: %s",
+                    accounting.current_case.get(),
+                    self.name,
+                    problem,
+                )
                 convo = reask_messages(list(messages), raw or "", problem, fence.bos, fence.eos)
                 continue
             except Exception as exc:

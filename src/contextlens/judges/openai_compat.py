@@ -233,7 +233,8 @@ class OpenAICompatBackend:
             ) from None
         except aiohttp.ClientError as exc:
             raise BackendConnectionError(
-                self._redact(f"{type(exc).__name__} calling {url}: {exc}")
+                self._redact(f"{type(exc).__name__} calling {url}: {exc}"),
+                connected=not isinstance(exc, aiohttp.ClientConnectorError),
             ) from None
         latency = time.perf_counter() - started
         text = raw.decode("utf-8", errors="replace")  # for messages; the parse reads bytes

@@ -126,11 +126,13 @@ def resolve_judge(
 
     A backend gets an :class:`LLMJudge` with ``cache``, ``retry`` and the limiter its key
     shares (``max_concurrency`` sets that limiter's bound; None leaves it as it is). A ready
-    :class:`Judge` is used as is.
+    :class:`Judge` is used as is (an :class:`LLMJudge`'s limiter takes ``max_concurrency``).
     """
     choice = as_backend(model, use_structured_output=use_structured_output)
     if choice is None or isinstance(choice, str):
         return None
     if isinstance(choice, Judge):
+        if isinstance(choice, LLMJudge) and max_concurrency is not None:
+            choice.limiter.configure(max_concurrency)
         return choice
     return LLMJudge(choice, max_concurrency=max_concurrency, cache=cache, retry=retry)

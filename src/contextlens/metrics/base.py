@@ -1,11 +1,12 @@
-"""What every metric is and is given: the :class:`Metric` protocol, :class:`Services`, and
-how prompts are built."""
+"""What every metric is and is given: the :class:`Metric` protocol, :class:`Services`, how
+prompts are built, and the size limits of what a metric sends to a judge or an embedder."""
 
 from __future__ import annotations
 
+import math
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -50,8 +51,10 @@ class Metric(Protocol[C]):
     :func:`contextlens.judges.as_backend` and :func:`contextlens.embeddings.as_embedder`
     take; unset or None: the run's); ``threshold``, its pass mark (unset or None:
     :data:`DEFAULT_PASS`); ``uses_judge = False`` for a metric that never asks a judge (it
-    is then given none). Read them with :func:`own_judge`, :func:`own_embedder`,
-    :func:`own_threshold` / :func:`pass_mark` and :func:`uses_judge`.
+    is then given none); ``requires``, the case fields it needs, each a name or a tuple of
+    alternatives (a case without one is refused before scoring). Read them with
+    :func:`own_judge`, :func:`own_embedder`, :func:`own_threshold` / :func:`pass_mark`,
+    :func:`uses_judge` and :func:`required_fields`.
     """
 
     name: str
@@ -88,6 +91,58 @@ def pass_mark(metric: Metric[Any]) -> float:
     :data:`DEFAULT_PASS`."""
     own = own_threshold(metric)
     return DEFAULT_PASS if own is None else own
+
+
+#: One field a metric requires: a case field's name, or alternatives of which one is needed.
+Requirement = str | tuple[str, ...]
+
+
+def as_requires(requires: Any) -> tuple[Requirement, ...]:
+    """``requires`` as a tuple of field names and tuples of alternatives (TypeError else)."""
+    out: list[Requirement] = []
+    for need in () if requires is None else requires:
+        options = (need,) if isinstance(need, str) else tuple(need) if _many(need) else ()
+        if not options or not all(isinstance(o, str) and o for o in options):
+            raise TypeError(
+                f"requires: each entry is a field name or a tuple of field names, got {need!r}"
+            )
+        out.append(options[0] if isinstance(need, str) else options)
+    return tuple(out)
+
+
+def _many(value: Any) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def required_fields(metric: Metric[Any]) -> tuple[Requirement, ...]:
+    """The case fields ``metric`` requires (its ``requires``); none when it declares none."""
+    return as_requires(getattr(metric, "requires", ()))
+
+
+def _given(value: Any) -> bool:
+    if isinstance(value, str):
+        return bool(value.strip())
+    return value is not None  # an empty list is given: it says there is nothing
+
+
+def unmet_requirement(
+    case: Any, requires: tuple[Requirement, ...], metric: str
+) -> tuple[str, str] | None:
+    """The first of ``requires`` that ``case`` (a model or a mapping) does not meet, as
+    ``(field, message)``; None when it meets them all. A field is given when it is neither
+    null nor blank text (an empty list is given: the metric scores what it says)."""
+    for need in requires:
+        options = (need,) if isinstance(need, str) else need
+        get = case.get if isinstance(case, Mapping) else lambda o: getattr(case, o, None)
+        values = [get(o) for o in options]
+        if any(_given(v) for v in values):
+            continue
+        if len(options) > 1:
+            names = ", ".join(repr(o) for o in options)
+            return options[0], f"metric {metric!r} requires one of {names}; none is given"
+        state = "missing" if values[0] is None else "empty"
+        return options[0], f"metric {metric!r} requires {options[0]!r}, which is {state}"
+    return None
 
 
 @cache
@@ -155,3 +210,59 @@ def build_messages(
         {"role": "system", "content": system_text},
         {"role": "user", "content": load_prompt(user).substitute(**values)},
     ]
+
+
+# --- size limits ----------------------------------------------------------------------------
+
+#: The prompt budget of one judge call, the same for every metric (``max_prompt_tokens``), in
+#: tokens estimated as characters / 4.
+DEFAULT_MAX_PROMPT_TOKENS = 12_000
+#: The longest text a metric embeds (``max_embed_tokens``: its offline path, and context
+#: similarity), in tokens estimated as characters / 4 (200,000 characters).
+DEFAULT_MAX_EMBED_TOKENS = 50_000
+
+
+class OverBudget(Exception):
+    """A judge prompt over its metric's budget: it is not sent; ``str()`` says why."""
+
+
+def text_tokens(text: str) -> int:
+    """Tokens of ``text``, estimated as characters / 4."""
+    return math.ceil(len(text) / 4)
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """Prompt tokens, estimated as characters / 4."""
+    return math.ceil(sum(len(m["content"]) for m in messages) / 4)
+
+
+def size_limit(name: str, value: Any) -> int:
+    """``value`` checked as a size limit (an int >= 1); ValueError naming ``name`` else."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def over_budget(tokens: int, budget: int, what: str = "the prompt would be") -> str | None:
+    """Why a prompt of ``tokens`` may not be sent (its size and the budget), or None."""
+    if tokens <= budget:
+        return None
+    return f"{what} ~{tokens:,} tokens, over the budget of {budget:,}; not sent"
+
+
+def prompt_over_budget(messages: Sequence[Message], budget: int) -> str | None:
+    """Why ``messages`` may not be sent (:func:`over_budget`), or None within ``budget``."""
+    return over_budget(estimate_tokens(messages), budget)
+
+
+def too_long(texts: Iterable[tuple[str, str]], limit: int) -> str | None:
+    """Why the first of ``(field, text)`` longer than ``limit`` tokens is not embedded (its
+    size and the limit), or None when every text fits."""
+    for field, text in texts:
+        tokens = text_tokens(text or "")
+        if tokens > limit:
+            return (
+                f"{field} is ~{tokens:,} tokens ({len(text):,} characters), over the limit of "
+                f"{limit:,} tokens per embedded text; not scored"
+            )
+    return None

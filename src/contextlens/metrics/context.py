@@ -8,6 +8,10 @@ counted, and left out of the mean; a session with none scored has no score and a
 With a judge, each interaction is one judge call returning reason and score together.
 Without one, the offline estimate of :mod:`contextlens.offline.support` scores each reply
 sentence by its support in the context, the reference reply and the observation.
+
+Size limits: an interaction whose prompt is over ``max_prompt_tokens``, or (offline) with a
+text over ``max_embed_tokens``, fails with its size and the limit and is never sent; the
+session's other interactions are scored.
 """
 
 from __future__ import annotations
@@ -19,12 +23,21 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from contextlens.backend import Message
 from contextlens.errors import JudgeError
-from contextlens.judges.base import DEFAULT_FENCE, Fence
-from contextlens.metrics.base import Services, build_messages, data_block
+from contextlens.judges.base import DEFAULT_FENCE, Fence, Reply
+from contextlens.metrics.base import (
+    DEFAULT_MAX_EMBED_TOKENS,
+    DEFAULT_MAX_PROMPT_TOKENS,
+    Services,
+    build_messages,
+    data_block,
+    prompt_over_budget,
+    size_limit,
+    too_long,
+)
 from contextlens.metrics.registry import metric
 from contextlens.offline.support import SupportItem, score_support
 from contextlens.schemas import Batch, Dataset, MetricResult
@@ -35,7 +48,7 @@ log = logging.getLogger("contextlens.context")
 __all__ = ["ContextAwareness", "ContextVerdict", "Interaction", "context_messages"]
 
 
-class ContextVerdict(BaseModel):
+class ContextVerdict(Reply):
     """What the judge returns for one interaction."""
 
     reason: str = Field(description="one or two sentences naming any deviation from the context")
@@ -72,7 +85,11 @@ def context_messages(session: Dataset, batch: Batch, fence: Fence = DEFAULT_FENC
     )
 
 
-@metric("context", reads=("session_id", "context", "conversation"))
+@metric(
+    "context",
+    reads=("session_id", "context", "conversation"),
+    requires=("session_id", "assistant_id", "context", "conversation"),
+)
 class ContextAwareness:
     """Context awareness per session: weighted mean of how well each reply follows the context.
 
@@ -81,6 +98,11 @@ class ContextAwareness:
             ``FrequentistMode()`` gives none).
         judge: this metric's own judge (None: the run's).
         fence: where the judge is asked to put its JSON reply.
+        max_prompt_tokens: the prompt budget of one interaction's judge call (characters /
+            4); an interaction over it fails with its size and is not sent.
+        max_embed_tokens: offline, the longest text embedded (characters / 4); an
+            interaction with a longer reply, context, reference reply, observation or query
+            fails with its size.
         name: the key of its results.
     """
 
@@ -92,11 +114,15 @@ class ContextAwareness:
         *,
         judge: Any = None,
         fence: Fence = DEFAULT_FENCE,
+        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
         name: str = "context",
     ) -> None:
         self.statistical_mode = statistical_mode or BayesianMode()
         self.judge = judge
         self.fence = fence
+        self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
+        self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
         self.name = name
 
     def __repr__(self) -> str:
@@ -119,10 +145,12 @@ class ContextAwareness:
 
     async def _judged(self, session: Dataset, batch: Batch, services: Services) -> Interaction:
         assert services.judge is not None
+        messages = context_messages(session, batch, self.fence)
+        too_big = prompt_over_budget(messages, self.max_prompt_tokens)
+        if too_big is not None:
+            return Interaction(batch.qa_id, None, error=too_big)
         try:
-            verdict = await services.judge.judge(
-                context_messages(session, batch, self.fence), ContextVerdict, fence=self.fence
-            )
+            verdict = await services.judge.judge(messages, ContextVerdict, fence=self.fence)
         except JudgeError as exc:
             log.debug("session %s, %s: failed: %s", session.session_id, batch.qa_id, exc)
             return Interaction(batch.qa_id, None, error=str(exc))
@@ -130,19 +158,38 @@ class ContextAwareness:
         return Interaction(batch.qa_id, out.score, out.reason)
 
     async def _offline(self, session: Dataset, services: Services) -> list[Interaction]:
+        shared = too_long([("the context", session.context)], self.max_embed_tokens)
+        refused = [
+            shared
+            or too_long(
+                [
+                    ("the reply", b.assistant),
+                    ("the reference reply", b.ground_truth_assistant),
+                    ("the observation", b.observation or ""),
+                    ("the query", b.query),
+                ],
+                self.max_embed_tokens,
+            )
+            for b in session.conversation
+        ]
         items = [
             SupportItem(
                 b.assistant,
                 [session.context, b.ground_truth_assistant, b.observation or ""],
                 question=b.query,
             )
-            for b in session.conversation
+            for b, why in zip(session.conversation, refused, strict=True)
+            if why is None
         ]
-        results = await score_support(items, services.embedder)
-        return [
-            Interaction(b.qa_id, round(r.score, 6), r.reason)
-            for b, r in zip(session.conversation, results, strict=True)
-        ]
+        results = iter(await score_support(items, services.embedder) if items else [])
+        found: list[Interaction] = []
+        for b, why in zip(session.conversation, refused, strict=True):
+            if why is not None:
+                found.append(Interaction(b.qa_id, None, error=why))
+                continue
+            r = next(results)
+            found.append(Interaction(b.qa_id, round(r.score, 6), r.reason))
+        return found
 
     def _aggregate(
         self, session: Dataset, interactions: Sequence[Interaction], services: Services

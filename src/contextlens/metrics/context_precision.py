@@ -4,7 +4,9 @@ With a judge, one call per case returns the reason and a score in [0, 1] togethe
 prompt anchors the scale at 0.0/0.2/0.4/0.6/0.8/1.0 and shows few-shot examples (Opik's
 fields, our own defaults, replaceable). Every evaluated text sits in a delimited data block,
 so a verdict quoted inside the output (Opik issue #7848) is data, not the judge's answer.
-Without a judge the offline estimate of :mod:`contextlens.offline.precision` is used.
+Without a judge the offline estimate of :mod:`contextlens.offline.precision` is used. A
+case whose prompt is over ``max_prompt_tokens``, or (offline) with a text over
+``max_embed_tokens``, fails with its size and the limit and is never sent.
 Opik's surface over it is :class:`contextlens.compat.opik.ContextPrecision`.
 """
 
@@ -25,8 +27,17 @@ from pydantic import (
 
 from contextlens.backend import Message
 from contextlens.errors import InputError, JudgeError
-from contextlens.judges.base import DEFAULT_FENCE, Fence
-from contextlens.metrics.base import Services, build_messages, data_block
+from contextlens.judges.base import DEFAULT_FENCE, Fence, Reply
+from contextlens.metrics.base import (
+    DEFAULT_MAX_EMBED_TOKENS,
+    DEFAULT_MAX_PROMPT_TOKENS,
+    Services,
+    build_messages,
+    data_block,
+    prompt_over_budget,
+    size_limit,
+    too_long,
+)
 from contextlens.metrics.registry import metric
 from contextlens.offline.precision import PrecisionItem, score_precision
 from contextlens.schemas import MetricResult, ModelTestCase
@@ -80,7 +91,7 @@ class PrecisionCase(BaseModel):
         return [value] if isinstance(value, str) else value
 
 
-class PrecisionVerdict(BaseModel):
+class PrecisionVerdict(Reply):
     """What the judge returns for one case: the reason first, then the score."""
 
     reason: str = Field(description="what agrees with the expected output and what does not")
@@ -238,6 +249,7 @@ def precision_messages(
 @metric(
     "context-precision",
     reads=("input", "actual_output", "expected_output", "retrieval_context"),
+    requires=("actual_output", ("expected_output", "retrieval_context", "context")),
 )
 class ContextPrecisionScorer:
     """How precisely an output fits the expected output, given the context.
@@ -247,6 +259,11 @@ class ContextPrecisionScorer:
         few_shot_examples: replaces the default examples; a list of dicts or pydantic
             objects with ``title, input, expected_output, context, output,
             context_precision_score, reason``. None uses the defaults; ``[]`` uses none.
+        max_prompt_tokens: the prompt budget of the judge call (characters / 4); a case
+            over it fails with its size and is not sent (a case is one judgement: it is
+            not split).
+        max_embed_tokens: offline, the longest text embedded (characters / 4); a case with
+            a longer output, expected output or context chunk fails with its size.
         name: the key of its results.
 
     A :class:`~contextlens.schemas.ModelTestCase` is read as ``actual_output`` -> output,
@@ -261,10 +278,14 @@ class ContextPrecisionScorer:
         *,
         judge: Any = None,
         few_shot_examples: Sequence[Mapping[str, Any] | BaseModel] | None = None,
+        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
         name: str = "context_precision",
     ) -> None:
         self.judge = judge
         self.name = name
+        self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
+        self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
         self.few_shot_examples = (
             DEFAULT_FEW_SHOT_EXAMPLES
             if few_shot_examples is None
@@ -294,6 +315,10 @@ class ContextPrecisionScorer:
             return await self._offline(case, services)
         messages = precision_messages(case, self.few_shot_examples)
         details: dict[str, Any] = {"judge": services.judge.name}
+        too_big = prompt_over_budget(messages, self.max_prompt_tokens)
+        if too_big is not None:
+            details["max_prompt_tokens"] = self.max_prompt_tokens
+            return MetricResult(metric=self.name, score=None, error=too_big, details=details)
         try:
             judgement = await services.judge.judge(messages, PrecisionVerdict)
         except JudgeError as exc:
@@ -315,6 +340,17 @@ class ContextPrecisionScorer:
         )
 
     async def _offline(self, case: PrecisionCase, services: Services) -> MetricResult:
+        too_big = too_long(
+            [
+                ("the output", case.output),
+                ("the expected output", case.expected_output),
+                *((f"context[{i}]", chunk) for i, chunk in enumerate(case.context)),
+            ],
+            self.max_embed_tokens,
+        )
+        if too_big is not None:
+            details = {"judge": "offline", "max_embed_tokens": self.max_embed_tokens}
+            return MetricResult(metric=self.name, score=None, error=too_big, details=details)
         [estimate] = await score_precision(
             [PrecisionItem(case.output, case.expected_output, case.context)], services.embedder
         )

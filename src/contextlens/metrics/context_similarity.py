@@ -31,6 +31,9 @@ defects:
   were skipped. All contexts blank counts as missing ``contexts``.
 * **Missing inputs** (``query`` or ``generated_text`` None/blank, ``contexts`` None/empty/all
   blank) raise one ``ValueError`` naming every missing one.
+* **A text over ``max_embed_tokens``** (characters / 4; 200,000 characters by default)
+  fails the case with its size and the limit, and nothing of the case is embedded: a
+  mean-pooled vector of a whole book says little, and embedding it costs minutes.
 * **A zero vector** from the embedder raises
   :class:`~contextlens.embeddings.adapters.InvalidEmbeddingError` (a ``ValueError``)
   naming the text, instead of a NaN score.
@@ -48,7 +51,7 @@ from numpy.typing import NDArray
 
 from contextlens.embeddings.adapters import checked_vectors
 from contextlens.embeddings.base import Embedder
-from contextlens.metrics.base import Services
+from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS, Services, size_limit, too_long
 from contextlens.metrics.registry import metric
 from contextlens.schemas import MetricResult, ModelTestCase
 
@@ -125,7 +128,11 @@ def _harmonic(q: float, a: float) -> float:
     return 0.0 if q + a == 0 else 2.0 * q * a / (q + a)
 
 
-@metric("context-similarity", reads=("input", "actual_output", "retrieval_context"))
+@metric(
+    "context-similarity",
+    reads=("input", "actual_output", "retrieval_context"),
+    requires=("input", "actual_output", "retrieval_context"),
+)
 class ContextSimilarityScorer:
     """Query-context and answer-context embedding similarity, combined by harmonic mean.
 
@@ -135,6 +142,8 @@ class ContextSimilarityScorer:
         score_threshold: an item passes when ``score >= score_threshold``; in [0, 1].
         embedder: this metric's own embedder (anything
             :func:`~contextlens.embeddings.adapters.as_embedder` takes; None: the run's).
+        max_embed_tokens: the longest text embedded (characters / 4); a case with a longer
+            query, answer or context fails with its size, and nothing of it is embedded.
         name: the key of its results.
 
     A case is a :class:`ModelTestCase` (``input``, ``actual_output``,
@@ -152,6 +161,7 @@ class ContextSimilarityScorer:
         score_threshold: float = 0.8,
         *,
         embedder: Any = None,
+        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
         name: str = "context_similarity",
     ) -> None:
         mode = getattr(similarity_mode, "value", similarity_mode)  # accepts str enums too
@@ -167,6 +177,7 @@ class ContextSimilarityScorer:
         self.similarity_mode: str = mode
         self.score_threshold = float(score_threshold)
         self.embedder = embedder
+        self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
         self.name = name
 
     @property
@@ -185,6 +196,21 @@ class ContextSimilarityScorer:
         valid = validate_similarity_case(
             _field(case, "query"), _field(case, "generated_text"), _field(case, "contexts")
         )
+        too_big = too_long(
+            [
+                ("query", valid.query),
+                ("generated_text", valid.answer),
+                *((f"contexts[{j}]", valid.contexts[j]) for j in valid.kept),
+            ],
+            self.max_embed_tokens,
+        )
+        if too_big is not None:
+            return MetricResult(
+                metric=self.name,
+                score=None,
+                error=too_big,
+                details={"max_embed_tokens": self.max_embed_tokens},
+            )
         [result] = await self.score_many([valid], services.embedder)
         q = result["query_context_similarity"]["score"]
         a = result["answer_context_similarity"]["score"]

@@ -10,7 +10,9 @@ other verdict is rejected by validation and re-asked) and, with ``include_reason
 overall reason in the same reply. The score is computed here from the verdicts, never
 asked from the judge, and the reason starts with the computed counts ("3 of 5 statements
 are relevant."), so score and reason cannot disagree (DeepEval issue #3079). The chunks
-are split over several calls only when the prompt would exceed ``max_prompt_tokens``.
+are split over several calls only when the prompt would exceed ``max_prompt_tokens``; a
+case that cannot be split to fit (one chunk, or the input, larger than the whole budget)
+fails with its size and the budget, and nothing of it is sent.
 
 An ``evaluation_template`` replaces the prompt text: a DeepEval-shaped template (a class or
 object with ``generate_verdicts(input, context)`` and optionally ``generate_reason(input,
@@ -19,7 +21,8 @@ or a callable. The reply format is always appended, so the reply can still be va
 
 Without a judge the offline estimate of :mod:`contextlens.offline.relevance` judges each
 sentence of each chunk, read in its chunk. It has no prompt: a given template is reported as
-unused (a warning and ``details["template"]``).
+unused (a warning and ``details["template"]``). An input or a chunk over ``max_embed_tokens``
+fails the case with its size; nothing is embedded.
 
 Decisions: ``retrieval_context=None`` raises :class:`~contextlens.errors.InputError` (a
 ``ValueError``) naming the field, as DeepEval requires it too; an empty list or only blank
@@ -31,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -43,9 +45,23 @@ from pydantic import BaseModel, Field, create_model, model_validator
 
 from contextlens.backend import Message, Usage
 from contextlens.errors import InputError, JudgeError
-from contextlens.judges.base import DEFAULT_FENCE, Judgement
+from contextlens.judges.base import DEFAULT_FENCE, Judgement, Reply
 from contextlens.judges.parsing import format_instructions
-from contextlens.metrics.base import Services, build_messages, data_block, load_prompt
+from contextlens.metrics.base import (
+    DEFAULT_MAX_EMBED_TOKENS,
+    DEFAULT_MAX_PROMPT_TOKENS,
+    OverBudget,
+    Services,
+    build_messages,
+    data_block,
+    estimate_tokens,
+    load_prompt,
+    over_budget,
+    prompt_over_budget,
+    size_limit,
+    text_tokens,
+    too_long,
+)
 from contextlens.metrics.registry import metric
 from contextlens.offline.relevance import RelevanceItem, StatementRelevance, score_relevance
 from contextlens.schemas import MetricResult, ModelTestCase
@@ -53,16 +69,16 @@ from contextlens.schemas import MetricResult, ModelTestCase
 log = logging.getLogger("contextlens.contextual_relevancy")
 
 __all__ = [
+    "DEFAULT_MAX_PROMPT_TOKENS",
     "ContextualRelevancyScorer",
     "ContextualRelevancyTemplate",
+    "estimate_tokens",
     "relevancy_messages",
     "verdicts_schema",
 ]
 
 SYSTEM_PROMPT = "contextual_relevancy_system.md"
 USER_PROMPT = "contextual_relevancy_user.md"
-#: Default prompt budget of one judge call, in tokens estimated as characters / 4.
-DEFAULT_MAX_PROMPT_TOKENS = 12_000
 #: Put before the reply format after a user's template, which may describe another one.
 FORMAT_OVERRIDE = "Whatever reply format was described above, reply in this one instead."
 
@@ -84,6 +100,7 @@ def verdicts_schema(n_chunks: int, with_reason: bool) -> type[BaseModel]:
     """
     statement = create_model(
         "Statement",
+        __base__=Reply,
         chunk=(int, Field(ge=1, le=n_chunks, description="chunk number")),
         statement=(str, Field(min_length=1)),
         reason=(str, Field(description="at most ten words")),
@@ -107,12 +124,13 @@ def verdicts_schema(n_chunks: int, with_reason: bool) -> type[BaseModel]:
 
     return create_model(
         "ContextualRelevancy",
+        __base__=Reply,
         __validators__={"every_chunk": model_validator(mode="after")(every_chunk)},
         **fields,
     )
 
 
-class ReasonReply(BaseModel):
+class ReasonReply(Reply):
     """The reply to a template's ``generate_reason`` prompt."""
 
     reason: str = Field(min_length=1)
@@ -246,11 +264,6 @@ def reason_messages(
     return [{"role": "user", "content": f"{text}\n\n{FORMAT_OVERRIDE}\n{fmt}"}]
 
 
-def estimate_tokens(messages: Sequence[Message]) -> int:
-    """Prompt tokens, estimated as characters / 4."""
-    return math.ceil(sum(len(m["content"]) for m in messages) / 4)
-
-
 def _counts(relevant: int, total: int) -> str:
     noun, verb = ("statement", "is") if total == 1 else ("statements", "are")
     return f"{relevant} of {total} {noun} {verb} relevant."
@@ -259,7 +272,11 @@ def _counts(relevant: int, total: int) -> str:
 # --- the metric -----------------------------------------------------------------------------
 
 
-@metric("contextual-relevancy", reads=("input", "retrieval_context"))
+@metric(
+    "contextual-relevancy",
+    reads=("input", "retrieval_context"),
+    requires=("input", "retrieval_context"),
+)
 class ContextualRelevancyScorer:
     """Share of the statements in the retrieved context that are relevant to the input.
 
@@ -273,7 +290,10 @@ class ContextualRelevancyScorer:
             ``$input`` (the delimited input), ``$chunks`` (the numbered, delimited chunks)
             and ``$format`` (the reply format; appended when no text uses it).
         max_prompt_tokens: the prompt budget of one judge call (characters / 4); longer
-            contexts are split over several calls, one chunk at least per call.
+            contexts are split over several calls, one chunk at least per call. A chunk
+            too large for a call of its own fails the case with its size, unsent.
+        max_embed_tokens: offline, the longest text embedded (characters / 4); a case with
+            a longer input or chunk fails with its size.
         judge: this metric's own judge (None: the run's).
         embedder: this metric's own embedder for the offline path (None: the run's).
         name: the key of its results.
@@ -292,20 +312,20 @@ class ContextualRelevancyScorer:
         strict_mode: bool = False,
         evaluation_template: Any = None,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
         judge: Any = None,
         embedder: Any = None,
         name: str = "contextual_relevancy",
     ) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold}")
-        if max_prompt_tokens < 1:
-            raise ValueError(f"max_prompt_tokens must be >= 1, got {max_prompt_tokens}")
         _template_builder(evaluation_template)  # fail early on an unusable template
         self.threshold = 1.0 if strict_mode else threshold
         self.include_reason = include_reason
         self.strict_mode = strict_mode
         self.evaluation_template = evaluation_template
-        self.max_prompt_tokens = max_prompt_tokens
+        self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
+        self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
         self.judge = judge
         self.embedder = embedder
         self.name = name
@@ -362,6 +382,17 @@ class ContextualRelevancyScorer:
     async def _offline(
         self, input_text: str, chunks: list[Chunk], services: Services
     ) -> MetricResult:
+        too_big = too_long(
+            [("the input", input_text), *((f"retrieval_context[{i}]", t) for i, t in chunks)],
+            self.max_embed_tokens,
+        )
+        if too_big is not None:
+            return MetricResult(
+                metric=self.name,
+                score=None,
+                error=too_big,
+                details={"method": "offline", "max_embed_tokens": self.max_embed_tokens},
+            )
         texts = [t for _, t in chunks]
         [found] = await score_relevance([RelevanceItem(input_text, texts)], services.embedder)
         verdicts = [
@@ -403,37 +434,58 @@ class ContextualRelevancyScorer:
         )
 
     def batches(self, input_text: str, chunks: list[Chunk]) -> list[list[Chunk]]:
-        """The chunks of each judge call: all in one unless over ``max_prompt_tokens``."""
+        """The chunks of each judge call: all in one unless over ``max_prompt_tokens``.
+
+        Raises :class:`~contextlens.metrics.base.OverBudget` when no split fits: the input,
+        or one chunk, is larger than the whole budget.
+        """
         return [batch for batch, _ in self._calls(input_text, chunks)]
 
     def _calls(
         self, input_text: str, chunks: list[Chunk]
     ) -> list[tuple[list[Chunk], list[Message]]]:
-        """Each judge call's chunks and messages (built once per call)."""
+        """Each judge call's chunks and messages (built once per call), every one within
+        the budget; :class:`OverBudget` when that cannot be."""
         messages = self._messages(input_text, [t for _, t in chunks])
         if estimate_tokens(messages) <= self.max_prompt_tokens:
             return [(chunks, messages)]
-        return [
-            (batch, self._messages(input_text, [t for _, t in batch]))
-            for batch in self._split(input_text, chunks)
-        ]
+        batches = self._split(input_text, chunks)
+        return [call for batch in batches for call in self._fit(input_text, batch)]
 
     def _split(self, input_text: str, chunks: list[Chunk]) -> list[list[Chunk]]:
+        """Consecutive chunks packed into calls by their estimated cost."""
+        budget = self.max_prompt_tokens
         overhead = estimate_tokens(self._messages(input_text, []))
+        if overhead > budget:
+            where = "the prompt without its chunks would be"
+            raise OverBudget(over_budget(overhead, budget, where))
         out: list[list[Chunk]] = []
         current: list[Chunk] = []
         size = overhead
         for chunk in chunks:
-            cost = math.ceil(len(_chunk_blocks([chunk[1]]) + "\n\n") / 4)
-            if current and size + cost > self.max_prompt_tokens:
+            cost = text_tokens(_chunk_blocks([chunk[1]]) + "\n\n")
+            if current and size + cost > budget:
                 out.append(current)
                 current, size = [], overhead
-            if size + cost > self.max_prompt_tokens:
-                log.warning("chunk %d alone exceeds max_prompt_tokens; sent alone", chunk[0])
+            if size + cost > budget:
+                self._fit(input_text, [chunk])  # raises unless the estimate was off
             current.append(chunk)
             size += cost
         out.append(current)
         return out
+
+    def _fit(self, input_text: str, batch: list[Chunk]) -> list[tuple[list[Chunk], list[Message]]]:
+        """``batch``'s call, halved until each part's prompt is within the budget; a chunk
+        over it on its own raises :class:`OverBudget` naming it."""
+        messages = self._messages(input_text, [t for _, t in batch])
+        tokens = estimate_tokens(messages)
+        if tokens <= self.max_prompt_tokens:
+            return [(batch, messages)]
+        if len(batch) == 1:
+            where = f"retrieval_context[{batch[0][0]}] alone would make the prompt"
+            raise OverBudget(over_budget(tokens, self.max_prompt_tokens, where))
+        half = len(batch) // 2
+        return self._fit(input_text, batch[:half]) + self._fit(input_text, batch[half:])
 
     async def _judge_batch(
         self, batch: list[Chunk], messages: list[Message], services: Services
@@ -447,7 +499,10 @@ class ContextualRelevancyScorer:
     ) -> MetricResult:
         assert services.judge is not None
         judge_name = services.judge.name
-        calls = self._calls(input_text, chunks)
+        try:
+            calls = self._calls(input_text, chunks)
+        except OverBudget as exc:
+            return self._failed(str(exc), judge_name, 0, max_prompt_tokens=self.max_prompt_tokens)
         batches = [batch for batch, _ in calls]
         outcomes = await asyncio.gather(
             *(self._judge_batch(batch, messages, services) for batch, messages in calls),
@@ -489,6 +544,14 @@ class ContextualRelevancyScorer:
                 verdicts,
                 self._score(relevant, len(verdicts)),
             )
+            too_big = prompt_over_budget(messages, self.max_prompt_tokens)
+            if too_big is not None:
+                return self._failed(
+                    f"the reason call: {too_big}",
+                    judge_name,
+                    n_calls,
+                    max_prompt_tokens=self.max_prompt_tokens,
+                )
             n_calls += 1
             try:
                 said = await services.judge.judge(messages, ReasonReply)
@@ -509,13 +572,13 @@ class ContextualRelevancyScorer:
             }
         return self._result(verdicts, " ".join(reasons) or None, extra)
 
-    def _failed(self, error: str, judge: str, calls: int) -> MetricResult:
+    def _failed(self, error: str, judge: str, calls: int, **extra: Any) -> MetricResult:
         log.debug("%s: judge failed: %s", self.name, error)
         return MetricResult(
             metric=self.name,
             score=None,
             error=error,
-            details={"judge": judge, "judge_calls": calls},
+            details={"judge": judge, "judge_calls": calls, **extra},
         )
 
 

@@ -3,8 +3,15 @@ plugin and ``evaluate``.
 
 A metric registers itself where it is defined, as Inspect AI registers scorers::
 
-    @metric("context-precision", reads=("input", "actual_output", "expected_output"))
+    @metric(
+        "context-precision",
+        reads=("input", "actual_output", "expected_output", "retrieval_context"),
+        requires=("actual_output", ("expected_output", "retrieval_context", "context")),
+    )
     class ContextPrecisionScorer: ...
+
+``requires`` names the case fields a metric cannot do without (a tuple entry: one of them);
+a case missing one is refused before anything is scored.
 
 The built-in metrics are the modules of :mod:`contextlens.metrics`, found and imported on
 first use, so a new metric is one module (with its prompts and tests) and nothing else is
@@ -25,7 +32,7 @@ from importlib import metadata
 from typing import Any, TypeVar
 
 from contextlens.errors import ContextLensError
-from contextlens.metrics.base import Metric
+from contextlens.metrics.base import Metric, Requirement, as_requires
 
 __all__ = ["MetricInfo", "UnknownMetricError", "create", "get", "metric", "names", "registered"]
 
@@ -44,7 +51,8 @@ class MetricInfo:
     """A registered metric: how to make it and what it takes.
 
     ``factory()`` makes it with its defaults; ``case_type`` is the kind of case it scores;
-    ``reads`` the case fields it uses (``contextlens schema`` shows them).
+    ``reads`` the case fields it uses and ``requires`` those it cannot do without, each a
+    field name or a tuple of alternatives (``contextlens schema`` shows both).
     """
 
     name: str
@@ -52,6 +60,7 @@ class MetricInfo:
     case_type: type
     description: str
     reads: tuple[str, ...]
+    requires: tuple[Requirement, ...] = ()
 
 
 _registry: dict[str, MetricInfo] = {}
@@ -64,13 +73,16 @@ def metric(
     *,
     case_type: type | None = None,
     reads: Sequence[str] = (),
+    requires: Sequence[str | Sequence[str]] | None = None,
     description: str | None = None,
 ) -> Callable[[F], F]:
     """Register the decorated class (or factory function) under ``name``.
 
-    ``case_type`` and ``description`` default to the class's ``case_type`` attribute and the
-    first line of its docstring. A name can be registered once; registering another object
-    under a taken name raises ``ValueError``.
+    ``case_type``, ``requires`` and ``description`` default to the class's ``case_type``
+    and ``requires`` attributes and the first line of its docstring. ``requires`` given here
+    is set as the class's ``requires`` attribute, which the runner reads (a factory
+    function's metric declares its own). A name can be registered once; registering another
+    object under a taken name raises ``ValueError``.
     """
     if not name or name != name.strip() or " " in name:
         raise ValueError(f"metric name {name!r}: use a non-empty name without spaces")
@@ -79,6 +91,12 @@ def metric(
         kind = case_type or getattr(factory, "case_type", None)
         if not isinstance(kind, type):
             raise TypeError(f"metric {name!r}: give case_type= or a class attribute case_type")
+        try:
+            needs = as_requires(getattr(factory, "requires", ()) if requires is None else requires)
+        except TypeError as exc:
+            raise TypeError(f"metric {name!r}: {exc}") from None
+        if requires is not None and isinstance(factory, type):
+            factory.requires = needs  # type: ignore[attr-defined]
         doc = (factory.__doc__ or "").strip().splitlines()
         info = MetricInfo(
             name=name,
@@ -86,6 +104,7 @@ def metric(
             case_type=kind,
             description=description or (doc[0] if doc else ""),
             reads=tuple(reads),
+            requires=needs,
         )
         with _lock:
             known = _registry.get(name)

@@ -857,6 +857,7 @@ def render_report(
         "judge": _get(run, "judge") or "",
         "embedder": _get(run, "embedder") or "",
         "repeats": _get(run, "repeats") or 1,
+        "out_dir": str(out_dir) if out_dir else "",
         "totals": _accounting_stats(total),
         "metrics": metrics,
         "comparison": _comparison_view(comparison) if comparison is not None else None,
