@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from contextlens.calibration import (
     balanced_accuracy,
     best_threshold,
     calibrate,
+    cross_validated_balanced_accuracy,
     expected_calibration_error,
     f1,
     reliability,
@@ -25,6 +29,7 @@ from contextlens.calibration import (
 )
 from contextlens.errors import InputError
 from contextlens.report.calibration_html import write_calibration_report
+from contextlens.runner import latest_run
 from contextlens.schemas import MetricResult, ModelTestCase
 
 # --------------------------------------------------------------------------- statistics
@@ -155,7 +160,7 @@ def test_calibrate_end_to_end_offline(labelled: Path, tmp_path: Path) -> None:
     assert report.auroc is not None and 0.0 <= report.auroc <= 1.0
     assert report.auroc_low <= report.auroc <= report.auroc_high
     assert report.threshold == 0.5 and report.best_balanced_accuracy is not None
-    assert report.suggested_threshold == report.best_threshold
+    assert report.cv_balanced_accuracy is not None and report.cv_folds == 4
     assert report.spearman is None and not report.graded
     assert sum(b.count for b in report.reliability) == 8
     assert [s.value for s in report.slices] == ["a", "b", "c"]
@@ -228,9 +233,9 @@ def test_cli_calibrate_writes_page_and_json(run_cli, labelled: Path, tmp_path: P
     code, text = run_cli("calibrate", labelled, "--by", "meta.domain", "--out", out, "-q")
     assert code == 0, text
     assert "AUROC" in text
-    saved = json.loads((out / "calibration.json").read_text(encoding="utf-8"))
+    saved = json.loads((out / "latest" / "calibration.json").read_text(encoding="utf-8"))
     assert saved["n"] == 8 and saved["by"] == "meta.domain"
-    assert (out / "calibration.html").exists()
+    assert (out / "latest" / "calibration.html").exists()
 
 
 def test_cli_calibrate_bad_input_exits_2(run_cli, tmp_path: Path) -> None:
@@ -270,3 +275,228 @@ def test_calibrate_is_part_of_the_package_surface() -> None:
 
     assert contextlens.calibrate is calibration.calibrate
     assert contextlens.acalibrate is calibration.acalibrate
+
+
+# --------------------------------------------------------------------------- what users met
+
+
+class Keyword:
+    """Scores 0.9 when the answer says "9am", else 0.1; fails on ``k0``. Its own name differs
+    from the name it is registered under."""
+
+    name = "keyword_score"
+    case_type = ModelTestCase
+    threshold = 0.5
+
+    async def score(self, case: ModelTestCase, services: Any) -> MetricResult:
+        if case.name == "k0":
+            return MetricResult(metric=self.name, score=None, error="judge said nothing")
+        hit = "9am" in (case.actual_output or "")
+        return MetricResult(metric=self.name, score=0.9 if hit else 0.1, reason="keyword")
+
+
+KEYWORD_ROWS = [
+    {**row, "id": f"k{i}"}
+    for i, row in enumerate(
+        [
+            *ROWS,
+            {**ROWS[4], "answer": "The shop opens at 9am on Sundays.", "meta": {"domain": "c"}},
+        ]
+    )
+]
+
+
+@pytest.fixture
+def keyword_metric() -> Any:
+    """``keyword-test``: :class:`Keyword`, registered for the command line."""
+    from contextlens.metrics import registry
+
+    registry.metric("keyword-test")(Keyword)
+    yield "keyword-test"
+    registry.unregister("keyword-test")
+
+
+@pytest.fixture
+def keyword_file(tmp_path: Path) -> Path:
+    path = tmp_path / "keyword.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in KEYWORD_ROWS) + "\n", encoding="utf-8")
+    return path
+
+
+def _runs(out: Path) -> list[Path]:
+    return sorted(p for p in out.iterdir() if p.is_dir() and not p.is_symlink())
+
+
+def test_each_run_gets_its_own_folder_and_latest_names_the_newest(
+    run_cli, keyword_metric: str, keyword_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    args = ("calibrate", keyword_file, "-m", keyword_metric, "--out", out, "-q")
+    assert run_cli(*args)[0] == 0
+    (first,) = _runs(out)
+    first_json = (first / "calibration.json").read_text(encoding="utf-8")
+    assert run_cli(*args, "--threshold", "0.95")[0] == 0
+    runs = _runs(out)
+    assert len(runs) == 2
+    (second,) = [p for p in runs if p != first]
+    for run in runs:
+        assert {p.name for p in run.iterdir()} == {
+            "calibration.json",
+            "calibration.html",
+            "items.jsonl",
+        }
+    assert (first / "calibration.json").read_text(encoding="utf-8") == first_json
+    assert latest_run(out) == second
+    assert json.loads((out / "latest" / "calibration.json").read_text())["threshold"] == 0.95
+
+
+def test_items_are_written_and_the_page_names_the_most_misjudged(
+    run_cli, keyword_metric: str, keyword_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    code, text = run_cli(
+        "calibrate", keyword_file, "-m", keyword_metric, "--by", "meta.domain", "--out", out, "-q"
+    )
+    assert code == 0, text
+    lines = (out / "latest" / "items.jsonl").read_text(encoding="utf-8").splitlines()
+    items = {d["id"]: d for d in map(json.loads, lines)}
+    assert list(items) == [r["id"] for r in KEYWORD_ROWS]
+    assert items["k0"]["score"] is None and items["k0"]["error"] == "judge said nothing"
+    assert items["k1"] == {
+        "id": "k1",
+        "label": 1.0,
+        "positive": True,
+        "score": 0.1,
+        "error": None,
+        "slice": "a",
+        "reason": "keyword",
+    }
+    assert items["k8"]["score"] == 0.9 and items["k8"]["label"] == 0 and items["k8"]["slice"] == "c"
+    saved = json.loads((out / "latest" / "calibration.json").read_text(encoding="utf-8"))
+    assert "items" not in saved  # every item is in items.jsonl, not twice
+    assert saved["worst_negatives"][0]["id"] == "k8"
+    assert saved["worst_positives"][0]["id"] == "k1"
+    page = (out / "latest" / "calibration.html").read_text(encoding="utf-8")
+    worst = page[page.index("Highest-scored items labelled 0") :]
+    worst = worst[: worst.index("</section>")]
+    assert "<td>k8</td>" in worst and "<td>k1</td>" in worst and "misjudged" in worst
+    assert worst.index("<td>k8</td>") < worst.index("Lowest-scored items labelled 1")
+
+
+class _Tags(HTMLParser):
+    """Every start tag's attributes as given, repeated names kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
+
+def test_best_threshold_carries_its_optimistic_style(labelled: Path, tmp_path: Path) -> None:
+    report = calibrate(labelled, Keyword(), cache=False, n_boot=50)
+    parser = _Tags()
+    parser.feed(write_calibration_report(report, tmp_path / "c.html").read_text())
+    for tag, attrs in parser.tags:
+        names = [name for name, _ in attrs]
+        assert len(names) == len(set(names)), f"<{tag}> repeats an attribute: {attrs}"
+    at = next(i for i, (_, a) in enumerate(parser.tags) if ("data-field", "best_threshold") in a)
+    value = next(dict(a) for _, a in parser.tags[at:] if "value" in (dict(a).get("class") or ""))
+    assert "opt" in (value["class"] or "").split()
+
+
+def test_metric_is_named_as_its_flag(run_cli, labelled: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, text = run_cli("calibrate", labelled, "--metric", "context-precision", "--out", out, "-q")
+    assert code == 0, text
+    assert "context-precision vs human labels" in text and "context_precision" not in text
+    saved = json.loads((out / "latest" / "calibration.json").read_text(encoding="utf-8"))
+    assert saved["metric"] == "context-precision"
+    page = (out / "latest" / "calibration.html").read_text(encoding="utf-8")
+    assert "context_precision" not in page
+    assert calibrate(labelled, "context-precision", cache=False, n_boot=50).metric == (
+        "context-precision"
+    )
+
+
+def test_terminal_slices_have_balanced_accuracy_and_pooled_vs_mean_explained(
+    run_cli, keyword_metric: str, keyword_file: Path, tmp_path: Path
+) -> None:
+    code, text = run_cli(
+        "calibrate", keyword_file, "-m", keyword_metric, "--by", "meta.domain",
+        "--out", tmp_path / "out", "-q",
+    )  # fmt: skip
+    assert code == 0, text
+    slices = text[text.index("by meta.domain") :]
+    assert "bal. acc. @ 0.5" in slices
+    cells = {
+        row[0]: row[1:]
+        for row in (
+            [c.strip() for c in x.strip("│").split("│")]
+            for x in slices.splitlines()
+            if x.startswith("│ ")
+        )
+    }
+    # slice a: k1 (1) and k4, k5 (0) all scored 0.1; b: k2, k3 (1) at 0.9 and k6 (0) at 0.1
+    assert cells["a"][2:4] == ["0.500", "0.500"] and cells["b"][2:4] == ["1.000", "1.000"]
+    assert "pooled over all items" in slices
+    assert "mean of the per-slice AUROCs" in slices
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal(
+    run_cli, keyword_metric: str, keyword_file: Path, tmp_path: Path
+) -> None:
+    args = ("calibrate", keyword_file, "-m", keyword_metric, "--out", tmp_path / "out")
+    code, text = run_cli(*args)
+    assert code == 0, text
+    assert "calibrate: 9/9 items (100%)" in text and "items/s" in text and "elapsed" in text
+    code, text = run_cli(*args, "-q")
+    assert code == 0 and "items (100%)" not in text
+
+
+def test_progress_lines_come_every_tenth_or_every_ten_seconds(capsys) -> None:
+    from contextlens.cli import _ProgressLines
+
+    lines = _ProgressLines("calibrate")
+    for done in range(1, 1001):
+        lines(done, 1000, done * 0.001)  # fast: a line a tenth
+    printed = capsys.readouterr().err.splitlines()
+    assert len(printed) == 11 and printed[-1].startswith("calibrate: 1000/1000 items (100%)")
+    slow = _ProgressLines("calibrate")
+    for done in range(1, 61):
+        slow(done, 100_000, float(done))  # slow: a line each ten seconds
+    assert len(capsys.readouterr().err.splitlines()) == 6
+
+
+def test_progress_callback_sees_every_item(labelled: Path) -> None:
+    seen: list[tuple[int, int | None, float]] = []
+    calibrate(labelled, Keyword(), cache=False, n_boot=50, progress=lambda *a: seen.append(a))
+    assert [d for d, _, _ in seen] == list(range(1, 9))
+    assert {t for _, t, _ in seen} == {8}
+    assert all(b[2] >= a[2] >= 0 for a, b in itertools.pairwise(seen))
+
+
+def test_wall_time_is_printed(run_cli, labelled: Path, tmp_path: Path) -> None:
+    code, text = run_cli("calibrate", labelled, "--out", tmp_path / "out", "-q")
+    assert code == 0 and re.search(r"time: +\d+\.\d s wall time", text)
+
+
+def test_one_best_threshold_and_an_honest_cross_validated_accuracy() -> None:
+    report = CalibrationReport(
+        data="x", metric="m", judge="offline", n_rows=0, n=0, n_failed=0, n_positive=0,
+        n_negative=0, graded=False, positive_rule="", threshold=0.5,
+    )  # fmt: skip
+    names = [row["statistic"] for row in report.to_table()]
+    assert not any("suggested" in n for n in names)
+    assert names.count("best threshold") == 1
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    noise = rng.random(400)  # no signal: the best threshold still finds some on these labels
+    _, optimistic = best_threshold(noise, y)
+    honest, folds = cross_validated_balanced_accuracy(noise, y)
+    assert folds == 5 and optimistic > 0.53 and abs(honest - 0.5) < 0.06 and honest < optimistic
+    signal = noise + 0.6 * y
+    assert cross_validated_balanced_accuracy(signal, y)[0] > 0.75
+    assert cross_validated_balanced_accuracy([0.2, 0.8, 0.3], [0, 1, 0])[1] == 1  # too few
+    assert np.isnan(cross_validated_balanced_accuracy([0.2, 0.8, 0.3], [0, 1, 0])[0])

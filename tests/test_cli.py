@@ -1,6 +1,7 @@
 """The command line: formats, exit statuses, store and comparison."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -161,3 +162,13 @@ def test_demo(run_cli, tmp_path):
     code, text = run_cli("demo", "--out", tmp_path / "demo")
     assert code == 0, text
     assert len(list((tmp_path / "demo").iterdir())) == 3  # two runs and latest
+
+
+def test_a_run_in_a_log_prints_progress_lines(run_cli, tmp_path, cases_file):
+    code, text = run_cli("run", cases_file, "-m", "context-similarity", "--out", tmp_path / "o")
+    assert code == 0, text
+    assert re.search(r"run: 3/3 items \(100%\), [0-9.]+ items/s", text)
+    code, text = run_cli(
+        "run", cases_file, "-m", "context-similarity", "--out", tmp_path / "q", "-q"
+    )
+    assert code == 0 and "items/s" not in text

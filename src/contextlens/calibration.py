@@ -6,12 +6,17 @@ The statistics are pure numpy and take a metric's scores and human labels:
 ``score >= threshold``), :func:`best_threshold` (maximises balanced accuracy on the same
 data, so it and every number at it are **optimistic**), :func:`spearman` (ties averaged) and
 :func:`reliability` (equal-width bins over [0, 1], treating the score as the probability
-of label 1, with the expected calibration error).
+of label 1, with the expected calibration error). :func:`cross_validated_balanced_accuracy`
+is the honest counterpart of the best threshold's balanced accuracy: each item is judged at
+a threshold chosen on the other folds.
 
 :func:`calibrate` reads a labelled file (``id, question, contexts, answer, label, meta``),
 runs the metric through :func:`contextlens.runner.aevaluate` (cache, concurrency and
 accounting apply), joins the scores to the labels by id and returns a
-:class:`CalibrationReport`. Failed items are counted and left out, never scored 0.
+:class:`CalibrationReport`. Failed items are counted and left out, never scored 0. The
+report keeps every item (:class:`CalibrationItem`: id, label, score, why it failed, slice),
+written by :meth:`CalibrationReport.write_items`, and the most misjudged ones (the
+highest-scored negatives and the lowest-scored positives).
 
 Labels are 1/0, or graded (any label outside {0, 1}). Graded labels are binarised for
 AUROC, accuracy, F1 and reliability as ``label >= median(labels)`` (positive); Spearman is
@@ -33,11 +38,12 @@ from pydantic import BaseModel, Field
 
 from contextlens.errors import InputError
 from contextlens.metrics.base import Metric, pass_mark
-from contextlens.runner import aevaluate, as_metric
+from contextlens.runner import ProgressCallback, aevaluate, as_metric
 from contextlens.schemas import Batch, Dataset, ModelTestCase
 from contextlens.sync import run_sync
 
 __all__ = [
+    "CalibrationItem",
     "CalibrationReport",
     "ReliabilityBin",
     "SliceStat",
@@ -47,6 +53,7 @@ __all__ = [
     "balanced_accuracy",
     "best_threshold",
     "calibrate",
+    "cross_validated_balanced_accuracy",
     "expected_calibration_error",
     "f1",
     "read_labelled",
@@ -56,6 +63,8 @@ __all__ = [
 ]
 
 _BOOT_CHUNK = 200
+WORST = 10
+"""How many of the most misjudged items of each class a report names."""
 
 
 # --------------------------------------------------------------------------- statistics
@@ -202,6 +211,33 @@ def best_threshold(scores: Iterable[float], labels: Iterable[float]) -> tuple[fl
     return threshold, float(bal[k])
 
 
+def cross_validated_balanced_accuracy(
+    scores: Iterable[float], labels: Iterable[float], folds: int = 5, seed: int = 0
+) -> tuple[float, int]:
+    """(balanced accuracy, folds) when each item is judged at the :func:`best_threshold`
+    of the other folds: what a threshold chosen on labels like these reaches on new items,
+    not optimistic. Folds are stratified (seeded) and fewer when a class has fewer items
+    than ``folds``; the predictions of all folds are pooled. NaN with fewer than 2 folds.
+    """
+    s, y = _arrays(scores, labels)
+    pos = _binary(y)
+    k = min(folds, int(pos.sum()), int((~pos).sum()))
+    if k < 2:
+        return float("nan"), k
+    rng = np.random.default_rng(seed)
+    fold = np.empty(len(s), dtype=int)
+    for members in (np.flatnonzero(pos), np.flatnonzero(~pos)):
+        fold[rng.permutation(members)] = np.arange(len(members)) % k
+    pred = np.zeros(len(s), dtype=bool)
+    for f in range(k):
+        test = fold == f
+        cut, _ = best_threshold(s[~test], y[~test])
+        pred[test] = s[test] >= cut
+    recall_1 = float(pred[pos].mean())
+    recall_0 = float((~pred[~pos]).mean())
+    return 0.5 * (recall_1 + recall_0), k
+
+
 def spearman(scores: Iterable[float], graded: Iterable[float]) -> float:
     """Spearman's rank correlation (ties averaged); NaN when either side is constant."""
     s, y = _arrays(scores, graded)
@@ -282,6 +318,18 @@ class SliceStat(BaseModel):
     note: str | None = None
 
 
+class CalibrationItem(BaseModel):
+    """One labelled item as the metric scored it: a line of ``items.jsonl``."""
+
+    id: str
+    label: float
+    positive: bool = Field(description="the label as a class (graded: label >= median)")
+    score: float | None = Field(None, description="None when the metric failed on it")
+    error: str | None = Field(None, description="why the metric failed on it")
+    slice: str | None = Field(None, description="its value of the --by key")
+    reason: str | None = Field(None, description="the metric's reason, when it gives one")
+
+
 class CalibrationReport(BaseModel):
     """Agreement of a metric's scores with human labels on one labelled file."""
 
@@ -306,7 +354,10 @@ class CalibrationReport(BaseModel):
     best_threshold: float | None = Field(None, description="optimistic: chosen on these data")
     best_balanced_accuracy: float | None = Field(None, description="optimistic")
     best_f1: float | None = Field(None, description="optimistic")
-    suggested_threshold: float | None = None
+    cv_balanced_accuracy: float | None = Field(
+        None, description="each item at the best threshold of the other folds: not optimistic"
+    )
+    cv_folds: int | None = None
     spearman: float | None = None
     reliability: list[ReliabilityBin] = Field(default_factory=list)
     ece: float | None = None
@@ -317,6 +368,15 @@ class CalibrationReport(BaseModel):
     )
     roc: list[tuple[float, float]] = Field(default_factory=list)
     failures: list[dict[str, str]] = Field(default_factory=list, description="first 50")
+    worst_negatives: list[CalibrationItem] = Field(
+        default_factory=list, description="the highest-scored items labelled 0"
+    )
+    worst_positives: list[CalibrationItem] = Field(
+        default_factory=list, description="the lowest-scored items labelled 1"
+    )
+    items: list[CalibrationItem] = Field(
+        default_factory=list, exclude=True, description="every item; see write_items"
+    )
     note: str | None = None
     duration_s: float = 0.0
     accounting: dict[str, Any] = Field(default_factory=dict)
@@ -335,16 +395,26 @@ class CalibrationReport(BaseModel):
         rows = [
             ("items", f"{self.n} scored / {self.n_rows}", f"{self.n_failed} failed, excluded"),
             ("labels 1 / 0", f"{self.n_positive} / {self.n_negative}", self.positive_rule),
-            ("AUROC", f(self.auroc), f"{self.ci_level:.0%} bootstrap interval {interval}"),
+            (
+                "AUROC",
+                f(self.auroc),
+                f"pooled over all items; {self.ci_level:.0%} bootstrap interval {interval}",
+            ),
             (
                 f"balanced accuracy @ {self.threshold:g}",
                 f(self.balanced_accuracy),
                 "the metric's threshold",
             ),
             (f"F1 @ {self.threshold:g}", f(self.f1), ""),
-            ("best threshold", f(self.best_threshold), "optimistic: chosen on these data"),
+            ("best threshold", f(self.best_threshold), "optimistic: chosen on these labels"),
             ("balanced accuracy @ best", f(self.best_balanced_accuracy), "optimistic"),
             ("F1 @ best", f(self.best_f1), "optimistic"),
+            (
+                "balanced accuracy, cross-validated",
+                f(self.cv_balanced_accuracy),
+                f"each item at the best threshold of the other items ({self.cv_folds or 0} "
+                "folds): not optimistic",
+            ),
             ("ECE", f(self.ece), f"{len(self.reliability)} non-empty bins of 10"),
         ]
         if self.graded:
@@ -354,17 +424,24 @@ class CalibrationReport(BaseModel):
                 (
                     f"mean AUROC over {self.by}",
                     f(self.slice_mean_auroc),
-                    f"{len(self.slices)} slices",
+                    f"mean of the per-slice AUROCs ({self.n_slices_scored} of "
+                    f"{len(self.slices)} slices have both classes)",
                 )
             )
-        rows.append(
-            (
-                "suggested threshold",
-                f(self.suggested_threshold),
-                "best threshold; re-check held out",
-            )
-        )
         return [{"statistic": a, "value": b, "note": c} for a, b, c in rows]
+
+    @property
+    def n_slices_scored(self) -> int:
+        """Slices with both classes, so with an AUROC."""
+        return sum(s.auroc is not None for s in self.slices)
+
+    def write_items(self, path: str | Path) -> Path:
+        """Write every item (:class:`CalibrationItem`) as one JSON line; return the path."""
+        target = Path(path)
+        with target.open("w", encoding="utf-8") as handle:
+            for item in self.items:
+                handle.write(item.model_dump_json() + "\n")
+        return target
 
 
 # --------------------------------------------------------------------------- reading
@@ -519,7 +596,7 @@ async def acalibrate(
     threshold: float | None = None,
     cache: Any = True,
     max_concurrency: int = 16,
-    progress: bool | None = None,
+    progress: bool | ProgressCallback | None = None,
     embedder: Any = None,
     n_boot: int = 2000,
     ci: float = 0.95,
@@ -528,8 +605,8 @@ async def acalibrate(
 ) -> CalibrationReport:
     """Score a labelled file with ``metric`` and measure agreement; see :func:`calibrate`."""
     t0 = time.perf_counter()
-    rows = read_labelled(data)
     metric_obj = as_metric(metric)
+    rows = read_labelled(data)
     cases = [_case(r, metric_obj) for r in rows]
     run = await aevaluate(
         cases,
@@ -541,35 +618,49 @@ async def acalibrate(
         progress=progress,
         keep_results=True,
     )
-    by_id = {r.case_id: r for r in run.iter_results()}
-    used: list[dict[str, Any]] = []
-    scores: list[float] = []
-    failures: list[dict[str, str]] = []
-    for row in rows:
-        item = by_id.get(row["id"])
-        score = None if item is None else item.score
-        if item is None or item.failed or score is None or not math.isfinite(score):
-            error = "no result" if item is None else (item.error or "no score")
-            failures.append({"id": row["id"], "error": error})
-            continue
-        used.append(row)
-        scores.append(float(score))
-    labels = np.array([r["label"] for r in used], dtype=float)
     all_labels = np.array([r["label"] for r in rows], dtype=float)
     graded = bool(not np.all((all_labels == 0) | (all_labels == 1)))
     if graded:
         cut = float(np.median(all_labels))
-        pos = labels >= cut
         rule = f"graded labels: label >= median {cut:g} counts as positive"
     else:
-        pos = labels == 1
+        cut = 1.0
         rule = "binary labels: 1 positive, 0 negative"
+    by_id = {r.case_id: r for r in run.iter_results()}
+    items: list[CalibrationItem] = []
+    used: list[dict[str, Any]] = []
+    scores: list[float] = []
+    failures: list[dict[str, str]] = []
+    for row in rows:
+        result = by_id.get(row["id"])
+        score = None if result is None else result.score
+        error = None
+        if result is None or result.failed or score is None or not math.isfinite(score):
+            error = "no result" if result is None else (result.error or "no score")
+            failures.append({"id": row["id"], "error": error})
+        else:
+            used.append(row)
+            scores.append(float(score))
+        where = _lookup(row, by) if by else None
+        items.append(
+            CalibrationItem(
+                id=row["id"],
+                label=row["label"],
+                positive=row["label"] >= cut,
+                score=None if error else score,
+                error=error,
+                slice=None if not by else "(missing)" if where is None else str(where),
+                reason=None if result is None else result.reason,
+            )
+        )
+    labels = np.array([r["label"] for r in used], dtype=float)
+    pos = labels >= cut
     s = np.array(scores, dtype=float)
     y = pos.astype(float)
     thr = _threshold(metric_obj, threshold)
     report = CalibrationReport(
         data=str(data) if isinstance(data, (str, Path)) else "(rows)",
-        metric=metric_obj.name,
+        metric=metric if isinstance(metric, str) else metric_obj.name,
         judge=run.judge,
         n_rows=len(rows),
         n=len(used),
@@ -585,7 +676,15 @@ async def acalibrate(
         failures=failures[:50],
         note=note,
         accounting=run.accounting,
+        items=items,
     )
+    scored = [i for i in items if i.score is not None]
+    report.worst_negatives = sorted(
+        (i for i in scored if not i.positive), key=lambda i: (-(i.score or 0.0), i.id)
+    )[:WORST]
+    report.worst_positives = sorted(
+        (i for i in scored if i.positive), key=lambda i: (i.score or 0.0, i.id)
+    )[:WORST]
     both = report.n_positive > 0 and report.n_negative > 0
     if len(s):
         report.balanced_accuracy = balanced_accuracy(s, y, thr)
@@ -596,7 +695,8 @@ async def acalibrate(
         report.auroc_low, report.auroc_high = auroc_interval(s, y, n_boot=n_boot, ci=ci, seed=seed)
         report.best_threshold, report.best_balanced_accuracy = best_threshold(s, y)
         report.best_f1 = f1(s, y, report.best_threshold)
-        report.suggested_threshold = report.best_threshold
+        cv, report.cv_folds = cross_validated_balanced_accuracy(s, y, seed=seed)
+        report.cv_balanced_accuracy = _none(cv)
         report.roc = _thin(roc_points(s, y))
     if graded and len(s) > 1:
         report.spearman = _none(spearman(s, labels))
@@ -617,7 +717,7 @@ def calibrate(
     threshold: float | None = None,
     cache: Any = True,
     max_concurrency: int = 16,
-    progress: bool | None = None,
+    progress: bool | ProgressCallback | None = None,
     embedder: Any = None,
     n_boot: int = 2000,
     ci: float = 0.95,
@@ -630,11 +730,13 @@ def calibrate(
     meta``) or an iterable of such dicts. ``metric``: a registered name (``"context"``: each
     item becomes a one-interaction session, context = the joined contexts, query =
     question, assistant = answer; ``"contextual-relevancy"``, ``"context-precision"``,
-    ``"context-similarity"``; see :func:`contextlens.list_metrics`) or a metric object.
+    ``"context-similarity"``; see :func:`contextlens.list_metrics`) or a metric object; the
+    report names it by the name given, else by the object's ``name``.
     ``judge``: as :func:`contextlens.evaluate` takes it (None: offline).
     ``by``: a dotted key such as ``"meta.domain"`` for a per-slice breakdown.
     ``threshold``: where to measure balanced accuracy and F1 (default: the metric's own, else
     0.5). Items the metric fails on are counted in ``n_failed`` and excluded.
+    ``progress``: as :func:`contextlens.evaluate` takes it (a bar, or a callback per item).
     """
     return run_sync(
         acalibrate(

@@ -225,7 +225,7 @@ def run(
 ) -> None:
     """Evaluate DATA with the chosen metrics; write results.jsonl, summary.json and
     report.html into the run's own folder OUT/<run id>/, then point OUT/latest at it."""
-    from contextlens.loaders import case_kind, check_cases, load_cases
+    from contextlens.loaders import Counted, case_kind, check_cases, load_cases
     from contextlens.runner import RunFolder, evaluate
     from contextlens.store import fingerprint_file
 
@@ -246,8 +246,8 @@ def run(
                 f"{kind.replace('_', ' ')} (see `contextlens schema`)",
                 file=str(data),
             )
-    check_cases(data, list(zip(names, metrics, strict=True)))  # the whole file, no judge call
-    _, cases = load_cases(data)
+    _, count = check_cases(data, list(zip(names, metrics, strict=True)))  # no judge call yet
+    cases = Counted(load_cases(data)[1], count)
     config = {
         "data": str(data),
         "metrics": names,
@@ -269,7 +269,7 @@ def run(
             cache=False if cache == "off" else (cache or True),
             repeats=repeats,
             out=folder,
-            progress=False if quiet else None,
+            progress=_progress("run", quiet),
         )
         _finish(result, folder, runs_store, config=config, data=data, fingerprint=fingerprint)
     missed = gate(result, thresholds, fail_mode)
@@ -508,6 +508,35 @@ def compare(
     out.print(line("report: ", page))
 
 
+def _progress(label: str, quiet: bool) -> Any:
+    """The ``progress`` of a command: none with ``-q``, a bar on a terminal, lines in a log."""
+    if quiet:
+        return False
+    return None if sys.stderr.isatty() else _ProgressLines(label)
+
+
+class _ProgressLines:
+    """Progress for a log (stderr not a terminal): a line on stderr for the first item, then
+    every ``every_s`` seconds or tenth of the items, whichever comes first, and at the end."""
+
+    def __init__(self, label: str, every_s: float = 10.0, steps: int = 10) -> None:
+        self.label, self.every_s, self.steps = label, every_s, steps
+        self.last_s = 0.0
+        self.next_step = 0
+
+    def __call__(self, done: int, total: int | None, elapsed: float) -> None:
+        step = done * self.steps // total if total else 0
+        if step < self.next_step and elapsed - self.last_s < self.every_s:
+            return
+        self.last_s, self.next_step = elapsed, step + 1
+        rate = done / elapsed if elapsed > 0 else 0.0
+        count = f"{done}/{total} items ({done / total:.0%})" if total else f"{done} items"
+        text = f"{self.label}: {count}, {rate:.1f} items/s, {elapsed:.0f} s elapsed"
+        if total and rate > 0 and done < total:
+            text += f", about {(total - done) / rate:.0f} s left"
+        err.print(line(text))
+
+
 @app.command()
 def calibrate(
     data: Annotated[Path, typer.Argument(help="labelled JSONL, CSV or Parquet file")],
@@ -522,41 +551,76 @@ def calibrate(
         float | None, typer.Option(help="where to measure accuracy (default: the metric's)")
     ] = None,
     out_dir: Annotated[
-        Path, typer.Option("--out", help="folder for calibration.html and calibration.json")
-    ] = Path("contextlens-out"),
+        Path,
+        typer.Option("--out", help="each run writes into OUT/<run id>/; OUT/latest: the newest"),
+    ] = Path("contextlens-out/calibrate"),
     concurrency: Annotated[
         int | None, typer.Option(help="judge calls in flight at most, per backend [default: 16]")
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="no progress bar or progress lines")
+    ] = False,
 ) -> None:
-    """How well a metric agrees with human labels: AUROC, accuracy, calibration, slices."""
+    """How well a metric agrees with human labels: AUROC, accuracy, calibration, slices.
+    Writes calibration.json, calibration.html and items.jsonl (every item's label and
+    score) into the run's own folder OUT/<run id>/, then points OUT/latest at it."""
+    from time import perf_counter
+
     from contextlens.calibration import calibrate as run_calibration
     from contextlens.report.calibration_html import write_calibration_report
+    from contextlens.runner import RunFolder
 
+    t0 = perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)  # a folder that cannot be made fails first
     report = run_calibration(
         data,
-        build_metric(metric),
+        metric,
         judge_from_spec(judge),
         by=by,
         threshold=threshold,
         max_concurrency=concurrency,
-        progress=False if quiet else None,
+        progress=_progress("calibrate", quiet),
     )
     rows = [[r["statistic"], r["value"], r["note"]] for r in report.to_table()]
     title = f"{report.metric} vs human labels ({report.judge})"
     out.print(table(title, ["statistic", "value", "note"], rows, numeric=["value"]))
     if report.slices:
+        bal = f"bal. acc. @ {report.threshold:g}"
         rows = [
-            [s.value, s.n, f"{s.n_positive} / {s.n_negative}", _f(s.auroc), s.note or ""]
+            [
+                s.value,
+                s.n,
+                f"{s.n_positive} / {s.n_negative}",
+                _f(s.auroc),
+                _f(s.balanced_accuracy),
+                s.note or "",
+            ]
             for s in report.slices
         ]
-        headers = ["slice", "n", "1 / 0", "AUROC", "note"]
-        out.print(table(f"by {report.by}", headers, rows, numeric=headers[1:4]))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "calibration.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
-    page = write_calibration_report(report, out_dir / "calibration.html")
-    out.print(line("json:   ", out_dir / "calibration.json"))
+        headers = ["slice", "n", "1 / 0", "AUROC", bal, "note"]
+        out.print(table(f"by {report.by}", headers, rows, numeric=headers[1:5]))
+        out.print(
+            line(
+                f"The AUROC above, {_f(report.auroc)}, is pooled over all items; the mean "
+                f"AUROC over {report.by}, {_f(report.slice_mean_auroc)}, is the mean of the "
+                "per-slice AUROCs (slices with both classes). They differ when the score's "
+                "level shifts from slice to slice."
+            )
+        )
+    folder = RunFolder(out_dir)
+    folder.create()
+    saved = folder.path / "calibration.json"
+    saved.write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    items = report.write_items(folder.path / "items.jsonl")
+    page = write_calibration_report(report, folder.path / "calibration.html")
+    folder.complete()
+    wall = perf_counter() - t0
+    out.print(line("json:   ", saved))
+    out.print(line("items:  ", items))
     out.print(line("report: ", page))
+    out.print(
+        line(f"time:   {wall:.1f} s wall time, {report.n_rows / max(wall, 1e-9):.1f} items/s")
+    )
 
 
 def _near(path: str) -> str:

@@ -510,6 +510,24 @@ def load_cases(path: str | Path) -> tuple[str, Iterator[Dataset] | Iterator[Mode
     return kind, (case for _, case in numbered)  # type: ignore[return-value]
 
 
+class Counted(Iterator[Any]):
+    """Cases read lazily whose number is known (from :func:`check_cases`): ``len()`` gives
+    it, so a run can show its progress against the total."""
+
+    def __init__(self, cases: Iterator[Any], count: int) -> None:
+        self._cases = cases
+        self._count = count
+
+    def __iter__(self) -> Counted:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._cases)
+
+    def __len__(self) -> int:
+        return self._count
+
+
 def check_cases(
     path: str | Path, metrics: Sequence[tuple[str, Metric[Any]]] = ()
 ) -> tuple[str, int]:

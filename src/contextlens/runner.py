@@ -18,7 +18,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterable, Iterable, Iterator, Sequence, Sized
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence, Sized
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -59,6 +59,7 @@ __all__ = [
     "EvalRun",
     "ItemResult",
     "MetricSummary",
+    "ProgressCallback",
     "RunFolder",
     "aevaluate",
     "as_metric",
@@ -68,6 +69,9 @@ __all__ = [
 ]
 
 Case = Dataset | ModelTestCase
+
+ProgressCallback = Callable[[int, int | None, float], None]
+"""Called after each case with (cases done, cases in all or None, seconds since the start)."""
 
 
 def as_metric(obj: Any) -> Metric[Any]:
@@ -388,7 +392,7 @@ async def aevaluate(
     repeats: int = 1,
     out: str | Path | RunFolder | None = None,
     statistical_mode: StatisticalMode | None = None,
-    progress: bool | None = None,
+    progress: bool | ProgressCallback | None = None,
     keep_results: bool | None = None,
 ) -> EvalRun:
     """Evaluate ``cases`` with ``metrics``; see :func:`evaluate`."""
@@ -417,7 +421,9 @@ async def aevaluate(
     tallies = {name: _Tally() for name in names}
     kept: list[tuple[int, ItemResult]] = []
     total = len(cases) if hasattr(cases, "__len__") else None  # type: ignore[arg-type]
-    bar = _progress(progress, total)
+    tick = progress if callable(progress) else None
+    bar = None if callable(progress) else _progress(progress, total)
+    cases_done = 0
     started, t0 = datetime.now(timezone.utc), time.perf_counter()
 
     async def one_metric(b: _Bound, case: Case, case_id: str) -> ItemResult:
@@ -430,6 +436,7 @@ async def aevaluate(
             tallies[b.metric.name].seconds += time.perf_counter() - start
 
     async def one_case(case: Case, index: int) -> None:
+        nonlocal cases_done
         case_id = _case_id(case, index)
         applicable = [b for b in bound if isinstance(case, b.metric.case_type)]
         done = await asyncio.gather(*(one_metric(b, case, case_id) for b in applicable))
@@ -441,6 +448,9 @@ async def aevaluate(
             tally.scores.append(item.repeats if item.repeats else [item.score])
             if keep:
                 kept.append((index, item))
+        cases_done += 1
+        if tick is not None:
+            tick(cases_done, total, time.perf_counter() - t0)
         if bar is not None:
             elapsed = time.perf_counter() - t0
             finished = bar.tasks[0].completed + 1
@@ -589,7 +599,7 @@ def evaluate(
     repeats: int = 1,
     out: str | Path | RunFolder | None = None,
     statistical_mode: StatisticalMode | None = None,
-    progress: bool | None = None,
+    progress: bool | ProgressCallback | None = None,
     keep_results: bool | None = None,
 ) -> EvalRun:
     """Evaluate ``cases`` (sessions for ``context``, test cases for the others) with
@@ -613,6 +623,8 @@ def evaluate(
     interval. ``out``: a folder; the run writes into its own ``out/<run id>/`` (the run's
     ``out_dir``) ``results.jsonl`` (as results come) and ``summary.json``, then points
     ``out/latest`` at it. A :class:`RunFolder` is written into but not completed.
+    ``progress``: a progress bar on stderr (None: when stderr is a terminal), or a
+    :data:`ProgressCallback` called after each case instead.
     """
     return run_sync(
         aevaluate(

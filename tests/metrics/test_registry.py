@@ -96,7 +96,7 @@ def test_a_registered_metric_is_found_everywhere(toy, run_cli, tmp_path):
     labelled.write_text("".join(json.dumps(r) + "\n" for r in rows))
     code, text = run_cli("calibrate", labelled, "--metric", "toy-overlap", "--out", tmp_path)
     assert code == 0, text
-    assert json.loads((tmp_path / "calibration.json").read_text())["auroc"] == 1.0
+    assert json.loads((tmp_path / "latest" / "calibration.json").read_text())["auroc"] == 1.0
 
     run = evaluate(
         [ModelTestCase(**{**c, "name": c.pop("id")}) for c in map(dict, CASES)],

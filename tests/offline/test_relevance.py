@@ -4,17 +4,19 @@ import numpy as np
 import pytest
 
 from contextlens.embeddings.minilm import default_embedder
-from contextlens.offline.model import load_model
+from contextlens.offline.model import LogisticModel, load_model
 from contextlens.offline.query import (
     LEXICAL_FEATURES,
-    answer_cue,
-    answer_types,
+    MAX_QUERY_WORDS,
+    MIN_QUERY_WORDS,
     lexical_features,
     profile,
+    query_words,
     rarity,
     stem,
 )
 from contextlens.offline.relevance import (
+    CANDIDATES,
     FEATURES,
     MODEL,
     THRESHOLD,
@@ -55,13 +57,24 @@ def lex(question, passage):
 
 def test_shipped_model_loads_and_matches_the_extractor():
     model = load_model(MODEL)
-    assert model.features == FEATURES
+    assert model.features == FEATURES and set(FEATURES) <= set(CANDIDATES)
     assert np.all(np.isfinite(model.coef)) and np.isfinite(model.intercept)
-    assert "grouped_cv" in model.meta
-    # more similarity and more of the question's terms mean more relevance
+    # more similarity and the input's rarest term mean more relevance; a longer input
+    # needs more similarity (its words match more of any text)
     coef = dict(zip(model.features, model.coef, strict=True))
-    assert coef["similarity"] + coef["best_similarity"] > 0
-    assert coef["rarest"] > 0 and coef["answer_cue"] > 0
+    assert coef["similarity"] > 0 and coef["rarest"] > 0 and coef["query_words"] < 0
+
+
+def test_shipped_model_records_that_it_beats_the_cosine_on_every_held_out_source():
+    meta = load_model(MODEL).meta
+    held = meta["held_out"]
+    assert {"TREC", "HaluEval"} <= set(held) and len(held) == 3
+    for figures in held.values():
+        assert figures["auroc"] > figures["cosine_auroc"]
+        assert figures["gain_over_repeats"][0] > 0
+        assert 0.0 <= figures["ece"] < figures["cosine_ece"]
+    assert meta["selection"]["chosen"] == list(FEATURES)
+    assert "fit_relevance.py" in meta["command"]
 
 
 # --- behaviour ------------------------------------------------------------------------------
@@ -78,27 +91,26 @@ def test_on_topic_chunk_is_relevant_and_off_topic_is_not():
 
 
 @pytest.mark.parametrize(
-    ("question", "answers", "repeats"),
+    ("question", "answers", "on_topic"),
     [
         (
             "when was the salvation army founded",
             "The Salvation Army was founded in London in 1865 by William Booth, a Methodist "
             "minister, and his wife Catherine.",
-            "The Salvation Army. Find out about the Salvation Army and how it was founded. "
-            "Visit our website to learn more about the salvation army.",
+            "The Salvation Army runs thrift stores and homeless shelters in many countries.",
         ),
         (
             "how long is the life cycle of a flea",
             "The flea life cycle lasts from two weeks to eight months, depending on "
             "temperature and humidity; most fleas complete it in about three weeks.",
-            "Flea life cycle. Learn about the life cycle of a flea. The life cycle of the "
-            "flea is an interesting topic for pet owners.",
+            "Fleas can carry tapeworms and cause itching in dogs and cats.",
         ),
     ],
 )
-def test_a_chunk_that_answers_ranks_above_one_that_repeats_the_question(question, answers, repeats):
-    [result] = run([RelevanceItem(question, [answers, repeats])])
-    assert result.chunk_relevance[0] > result.chunk_relevance[1]
+def test_a_chunk_on_the_topic_is_relevant_whether_or_not_it_answers(question, answers, on_topic):
+    [result] = run([RelevanceItem(question, [answers, on_topic, OFF_TOPIC])])
+    assert min(result.chunk_relevance[:2]) > THRESHOLD > 0.2 > result.chunk_relevance[2]
+    assert [s.verdict for s in result.statements] == ["yes", "yes", "no"]
 
 
 def test_off_topic_chunks_score_low():
@@ -150,6 +162,36 @@ def test_input_without_content_words_still_gives_probabilities():
     assert 0.0 <= result.chunk_relevance[0] <= 1.0
 
 
+def test_a_model_on_other_candidate_features_can_score():
+    model = LogisticModel(
+        name="other",
+        features=("similarity", "coverage"),
+        mean=np.zeros(2),
+        scale=np.ones(2),
+        coef=np.array([4.0, 4.0]),
+        intercept=-2.0,
+    )
+    [result] = asyncio.run(
+        score_relevance([RelevanceItem(QUESTION, [ON_TOPIC, OFF_TOPIC])], default_embedder(), model)
+    )
+    assert result.chunk_relevance[0] > result.chunk_relevance[1]
+
+
+def test_a_model_on_an_unknown_feature_is_refused():
+    model = LogisticModel(
+        name="unknown",
+        features=("similarity", "answer_cue"),
+        mean=np.zeros(2),
+        scale=np.ones(2),
+        coef=np.ones(2),
+        intercept=0.0,
+    )
+    with pytest.raises(ValueError, match="answer_cue"):
+        asyncio.run(
+            score_relevance([RelevanceItem(QUESTION, [ON_TOPIC])], default_embedder(), model)
+        )
+
+
 @pytest.mark.parametrize("chunks", [[], [""]])
 def test_no_statements(chunks):
     [result] = run([RelevanceItem(QUESTION, chunks)])
@@ -188,15 +230,6 @@ def test_rare_terms_weigh_more():
     assert rarity("legionella") > rarity("pneumonia") > rarity("cause") > rarity("year")
 
 
-def test_answer_types_follow_the_question_word():
-    assert "number" in answer_types("how many calories are in an egg")
-    assert "date" in answer_types("when was the salvation army founded")
-    assert "person" in answer_types("who is robert gray")
-    assert "definition" in answer_types("define visceral")
-    assert "reason" in answer_types("why did the us enter ww1")
-    assert answer_types("robert gray") == ()
-
-
 def test_profile_drops_stop_words_and_question_fillers():
     assert profile("what is the definition of a sigmet").terms == ("sigmet",)
 
@@ -208,18 +241,27 @@ def test_rarest_term_is_the_one_that_counts():
     assert lex(q, "This can cause pneumonia.")["rarest"] == 0.0
 
 
-def test_answer_cues_follow_the_question():
-    q = "when was the salvation army founded"
-    assert answer_cue(q, "The Salvation Army was founded in 1865 in London.") == 1.0
-    assert answer_cue(q, "Learn how the Salvation Army was founded and grew.") == 0.0
-    assert answer_cue("how many legs does a spider have", "Spiders have eight legs.") == 1.0
-    assert answer_cue("define visceral", "Visceral refers to the internal organs.") == 1.0
-    assert answer_cue("robert gray", "Robert Gray was born in 1755.") == 0.0
+def test_coverage_weighs_the_input_terms_by_rarity():
+    q = "does legionella cause pneumonia"
+    rare, less, common = (lex(q, t)["coverage"] for t in ("Legionella.", "Pneumonia.", "Cause."))
+    assert 0.0 < common < less < rare < 1.0
+    assert lex(q, "Legionella can cause pneumonia.")["coverage"] == pytest.approx(1.0)
+    assert lex(q, "The Eiffel Tower is in Paris.")["coverage"] == 0.0
+    assert lex("is it?", "It is.")["coverage"] == 0.0  # no content words
+
+
+def test_input_length_is_clipped_to_the_fitted_range():
+    assert profile("what is the definition of a sigmet").words == 7
+    assert query_words("sigmet") == query_words("a sigmet") == np.log(MIN_QUERY_WORDS)
+    long = " ".join(["word"] * (3 * MAX_QUERY_WORDS))
+    assert query_words(long) == np.log(MAX_QUERY_WORDS)
+    assert lex("what is the definition of a sigmet", "A SIGMET is a weather advisory.")[
+        "query_words"
+    ] == pytest.approx(np.log(7))
 
 
 def test_length_is_clipped_to_the_fitted_range():
     q = "when was the salvation army founded"
-    # lengths are clipped to the fitted range
     short, long = lex(q, "Founded."), lex(q, "word " * 1000)
     assert short["log_words"] == lex(q, "It was founded long ago.")["log_words"]
     assert long["log_words"] == lex(q, "word " * 500)["log_words"] > short["log_words"]

@@ -125,10 +125,43 @@ def reliability_svg(bins: list[Any], title: str) -> str:
 
 
 def _stat(label: str, value: str, sub: str = "", field: str = "", optimistic: bool = False) -> str:
-    cls = ' class="opt"' if optimistic else ""
+    cls = "value opt" if optimistic else "value"
     return (
         f'<div class="stat" data-field="{escape(field)}"><div class="label">{escape(label)}</div>'
-        f'<div class="value"{cls}>{escape(value)}</div><div class="sub">{escape(sub)}</div></div>'
+        f'<div class="{cls}">{escape(value)}</div><div class="sub">{escape(sub)}</div></div>'
+    )
+
+
+def _worst(report: Any) -> str:
+    """The most misjudged items: the highest-scored negatives, the lowest-scored positives."""
+    t = report.threshold
+    parts = []
+    for title, items, wrong in (
+        ("Highest-scored items labelled 0", report.worst_negatives, lambda s: s >= t),
+        ("Lowest-scored items labelled 1", report.worst_positives, lambda s: s < t),
+    ):
+        if not items:
+            continue
+        body = "".join(
+            f'<tr><td>{escape(i.id)}</td><td class="num">{i.label:g}</td>'
+            f'<td class="num">{escape(_f(i.score))}</td>'
+            f"<td>{'misjudged' if wrong(i.score) else ''}</td>"
+            + (f"<td>{escape(i.slice or '')}</td>" if report.by else "")
+            + "</tr>"
+            for i in items
+        )
+        slice_head = f"<th>{escape(report.by)}</th>" if report.by else ""
+        parts.append(
+            f"<div><h2>{escape(title)}</h2><table><thead><tr><th>id</th>"
+            f'<th class="num">label</th><th class="num">score</th><th>@ {t:g}</th>'
+            f"{slice_head}</tr></thead><tbody>{body}</tbody></table></div>"
+        )
+    if not parts:
+        return ""
+    return (
+        f'<section class="card"><div class="plots">{"".join(parts)}</div>'
+        '<p class="note">Every item, with its score and label, is in items.jsonl beside this '
+        "page.</p></section>"
     )
 
 
@@ -136,7 +169,7 @@ def render_calibration_report(report: Any, title: str | None = None) -> str:
     """The page as a string; see :func:`write_calibration_report`."""
     r = report
     interval = (
-        f"{r.ci_level:.0%} interval [{_f(r.auroc_low)}, {_f(r.auroc_high)}]"
+        f"pooled over all items; {r.ci_level:.0%} interval [{_f(r.auroc_low)}, {_f(r.auroc_high)}]"
         if r.auroc_low is not None
         else "needs both classes"
     )
@@ -155,6 +188,12 @@ def render_calibration_report(report: Any, title: str | None = None) -> str:
             "best_threshold",
             optimistic=True,
         ),
+        _stat(
+            "balanced accuracy, cross-validated",
+            _f(r.cv_balanced_accuracy),
+            f"each item at the best threshold of the other items ({r.cv_folds or 0} folds)",
+            "cv_balanced_accuracy",
+        ),
         _stat("ECE", _f(r.ece), "expected calibration error, 10 bins", "ece"),
         _stat("items", f"{r.n}", f"of {r.n_rows}; {r.n_failed} failed and excluded", "n"),
         _stat("labels 1 / 0", f"{r.n_positive} / {r.n_negative}", r.positive_rule, "labels"),
@@ -166,15 +205,16 @@ def render_calibration_report(report: Any, title: str | None = None) -> str:
             _stat(
                 f"mean AUROC over {r.by}",
                 _f(r.slice_mean_auroc),
-                f"{len(r.slices)} slices",
+                f"mean of the per-slice AUROCs; {r.n_slices_scored} of {len(r.slices)} "
+                "slices have both classes",
                 "slice_mean_auroc",
             )
         )
-    suggested = (
-        f'<p>Suggested threshold: <strong data-field="suggested_threshold">'
-        f"{escape(_f(r.suggested_threshold))}</strong> — the cut that maximises balanced "
-        f'accuracy on these same items, so it is <span class="opt">optimistic</span>; '
-        "check it on held-out data before relying on it.</p>"
+    explained = (
+        "<p>The best threshold is the cut that maximises balanced accuracy on these same "
+        'items, so it and the figures at it are <span class="opt">optimistic</span>. The '
+        "cross-validated balanced accuracy judges each item at a threshold chosen on the "
+        "other items: what a threshold chosen on labels like these reaches on new ones.</p>"
     )
     slices = ""
     if r.by:
@@ -190,7 +230,10 @@ def render_calibration_report(report: Any, title: str | None = None) -> str:
             f'<section class="card"><h2>By {escape(r.by)}</h2><table><thead><tr>'
             '<th>slice</th><th class="num">n</th><th class="num">1 / 0</th>'
             f'<th class="num">AUROC</th><th class="num">bal. acc. @ {r.threshold:g}</th>'
-            f"<th>note</th></tr></thead><tbody>{body}</tbody></table></section>"
+            f"<th>note</th></tr></thead><tbody>{body}</tbody></table>"
+            f'<p class="note">The AUROC above is pooled over all items; the mean AUROC over '
+            f"{escape(r.by)} is the mean of these per-slice AUROCs. They differ when the "
+            "score's level shifts from slice to slice.</p></section>"
         )
     failures = ""
     if r.failures:
@@ -215,14 +258,14 @@ def render_calibration_report(report: Any, title: str | None = None) -> str:
         f"<h1>{escape(page_title)}</h1>"
         f'<div class="meta">data {escape(r.data)} · metric {escape(r.metric)} · judge '
         f"{escape(r.judge)} · {r.duration_s:.1f} s · generated {escape(generated)}</div>"
-        f'<section class="card"><div class="stats">{"".join(stats)}</div>{suggested}{note}'
+        f'<section class="card"><div class="stats">{"".join(stats)}</div>{explained}{note}'
         "</section>"
         '<section class="card plots">'
         f"<div><h2>ROC curve</h2>{roc_svg(list(r.roc), 'ROC curve')}</div>"
         f"<div><h2>Reliability</h2>{reliability_svg(list(r.reliability), 'Reliability')}"
         '<p class="note">Dots on the dashed diagonal mean the score can be read as the '
         "probability of label 1.</p></div></section>"
-        f"{slices}{failures}</main></body></html>"
+        f"{_worst(r)}{slices}{failures}</main></body></html>"
     )
 
 
