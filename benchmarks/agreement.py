@@ -26,9 +26,9 @@ times are honest.
 Under the table, for the offline faithfulness scorer (``context`` sets):
 
 * the held-out figures of the shipped support model, as recorded in its weights file by
-  ``benchmarks/fit_offline.py`` (each set scored by a model fitted without it; HaluEval never
-  used for fitting). The table above scores the shipped model, which *was* fitted on BEGIN and
-  SummEdits, so its rows for those two sets are in-sample; use the held-out lines for claims.
+  ``benchmarks/select_support.py`` (each source scored by a model fitted on the other 10,
+  beside the three-feature baseline). The table above scores the shipped model, which *was*
+  fitted on every set, so its rows are in-sample; use the held-out lines for claims.
 * a throughput line (``--throughput N`` items of the first context set, 0 to skip): seconds
   of the embedder alone for the distinct sentences of those items (memo cleared), seconds of
   the whole scorer from a cold memo, and items/s with every embedding already in memory
@@ -128,28 +128,20 @@ def held_out_lines() -> list[str]:
 
     meta = load_model("support").meta
     out = [
-        f"offline support model: fitted on {' + '.join(meta.get('trained_on', []))} "
-        f"by {meta.get('script', '?')} ({meta.get('fitted', '?')}); held-out figures:"
+        f"offline support model ({meta.get('fitted', '?')}, {meta.get('command', '?')}); "
+        "held-out figures, each source scored by a model fitted on the other 10:"
     ]
     for name, r in meta.get("held_out", {}).items():
-        line = (
-            f"  {name}: fitted on {r.get('fitted_on')}: AUROC {_f(r.get('auroc'))}, "
-            f"ECE {_f(r.get('ece'))}"
+        out.append(
+            f"  {name}: AUROC {_f(r.get('auroc'))} (baseline {_f(r.get('baseline_auroc'))}), "
+            f"ECE {_f(r.get('ece'))} (baseline {_f(r.get('baseline_ece'))})"
         )
-        if "domain_mean_auroc" in r:
-            line += f", mean of per-domain AUROCs {_f(r['domain_mean_auroc'])}"
-        if "length_only_auroc" in r:
-            line += (
-                f", answer length alone {_f(r['length_only_auroc'])}, within 4-12 word "
-                f"answers {_f(r.get('auroc_4_to_12_words'))}"
-            )
-        out.append(line)
     return out
 
 
 def throughput(rows: list[dict[str, Any]], repeats: int = 7) -> str:
     """Embedder-only vs end-to-end seconds (cold memo), and items/s with a warm memo."""
-    from fit_offline import item  # the item the Context metric builds for a labelled row
+    from select_support import item  # the item the Context metric builds for a labelled row
 
     from contextlens.embeddings.minilm import MiniLMEmbedder
     from contextlens.offline.support import clear_caches, score_support, support_texts
@@ -309,7 +301,10 @@ def main() -> None:
     context_sets = [n for n in names if SETS[n].metric == "context"]
     if context_sets:
         print()
-        trained = sorted({"begin_dev", "summedits"} & set(context_sets))
+        from contextlens.offline.model import load_model
+
+        fitted = {n.split(":")[0] for n in load_model("support").meta.get("trained_on", [])}
+        trained = sorted(fitted & set(context_sets))
         if trained:
             print(
                 f"note: the shipped support model was fitted on {', '.join(trained)}: those rows "

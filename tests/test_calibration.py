@@ -450,7 +450,8 @@ def test_progress_lines_when_stderr_is_not_a_terminal(
     args = ("calibrate", keyword_file, "-m", keyword_metric, "--out", tmp_path / "out")
     code, text = run_cli(*args)
     assert code == 0, text
-    assert "calibrate: 9/9 items (100%)" in text and "items/s" in text and "elapsed" in text
+    assert "calibrate: 9/9 items (100%)" in text and "elapsed" in text
+    assert "items/s" in text or "s per item" in text
     code, text = run_cli(*args, "-q")
     assert code == 0 and "items (100%)" not in text
 

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from contextlens.store import RunStore
+from contextlens.testing import FakeOpenAIServer
 
 CASES = [
     {
@@ -167,8 +168,68 @@ def test_demo(run_cli, tmp_path):
 def test_a_run_in_a_log_prints_progress_lines(run_cli, tmp_path, cases_file):
     code, text = run_cli("run", cases_file, "-m", "context-similarity", "--out", tmp_path / "o")
     assert code == 0, text
-    assert re.search(r"run: 3/3 items \(100%\), [0-9.]+ items/s", text)
+    assert re.search(r"run: 3/3 items \(100%\), [0-9.]+ (items/s|s per item)", text)
     code, text = run_cli(
         "run", cases_file, "-m", "context-similarity", "--out", tmp_path / "q", "-q"
     )
-    assert code == 0 and "items/s" not in text
+    assert code == 0 and "elapsed" not in text
+
+
+def test_judge_settings_reach_the_requests_and_progress_shows_seconds_per_call(
+    run_cli, tmp_path, cases_file
+):
+    with FakeOpenAIServer(latency=0.05, formats=("text", "json_object")) as server:
+        code, text = run_cli(
+            "run",
+            cases_file,
+            "-m",
+            "context-precision",
+            "--judge",
+            f"{server.base_url}#local-model?concurrency=2",
+            "--judge-timeout",
+            "30",
+            "--max-tokens",
+            "99",
+            "--out",
+            tmp_path / "o",
+            "--cache",
+            "off",
+            "--no-store",
+        )
+        assert code == 0, text
+        bodies, statuses = server.requests, server.status_counts
+    assert {b["max_tokens"] for b in bodies} == {99}
+    # json_schema refused (HTTP 500) for the calls already sent (2 at most in flight), then
+    # json_object for every call
+    kinds = [b["response_format"]["type"] for b in bodies]
+    assert 1 <= kinds.count("json_schema") == statuses.get(500) <= 2
+    assert kinds.count("json_object") == statuses[200] == len(CASES)
+    assert re.search(r"\d+ judge calls, [0-9.]+ s per call", text)
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("http://127.0.0.1:9/v1#m?timeout=soon", "timeout='soon'"),
+        ("http://127.0.0.1:9/v1#m?temprature=0", "unknown setting 'temprature'"),
+        ("http://127.0.0.1:9/v1#m?structured=grammar", "expected one of auto, json_schema"),
+        ("llama:/no/such/model.gguf", "no GGUF file"),
+    ],
+)
+def test_a_bad_judge_setting_is_a_usage_error_before_any_work(run_cli, cases_file, spec, problem):
+    code, text = run_cli("run", cases_file, "-m", "context-precision", "--judge", spec)
+    assert code == 2 and problem in text, text
+
+
+def test_an_offline_run_says_its_scores_rank_and_calibrate_sets_the_scale(
+    run_cli, tmp_path, cases_file
+):
+    out = tmp_path / "o"
+    code, text = run_cli("run", cases_file, "-m", "context-precision", "--out", out, "--no-store")
+    assert code == 0, text
+    assert "Offline scores rank items" in " ".join(text.split())
+    assert "contextlens calibrate" in " ".join(text.split())
+    report = (out / "latest" / "report.html").read_text()
+    assert 'data-role="offline-note"' in report
+    code, text = run_cli("run", cases_file, "-m", "context-similarity", "--out", out, "--no-store")
+    assert code == 0 and "Offline scores rank items" not in text  # embedding similarity, no model

@@ -2,6 +2,7 @@
 the run says which judge each metric used; making a metric changes no shared state."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from contextlens import (
 )
 from contextlens.engine.limiter import limiter_for
 from contextlens.judges import OpenAICompatBackend
+from contextlens.report import write_report
 from contextlens.testing import FakeOpenAIServer
 
 CASES = [
@@ -33,9 +35,13 @@ def verdicts(request: dict) -> str:
     if "Chunk 1:" in prompt:
         return json.dumps(
             {
-                "statements": [
-                    {"chunk": 1, "statement": "opens at 9", "reason": "answers", "verdict": "yes"},
-                    {"chunk": 2, "statement": "parking", "reason": "other", "verdict": "no"},
+                "chunks": [
+                    {
+                        "statements": [
+                            {"statement": "opens at 9", "reason": "yes", "verdict": "yes"}
+                        ]
+                    },
+                    {"statements": [{"statement": "parking", "reason": "other", "verdict": "no"}]},
                 ],
                 "reason": "Half of it.",
             }
@@ -126,3 +132,24 @@ def test_max_concurrency_bounds_a_ready_llm_judge_too(servers):
     judge = LLMJudge(OpenAICompatBackend("ready", base_url=own.base_url))
     evaluate(CASES, ["context-precision"], judge=judge, cache=False, max_concurrency=2)
     assert judge.limiter.max_limit == 2 and judge.limiter.peak <= 2 and own.calls == len(CASES)
+
+
+def test_a_failed_item_keeps_the_judges_last_reply_in_results_and_report(tmp_path):
+    echo = "Free shipping on orders over $50. Free shipping on orders over $50."
+    with FakeOpenAIServer(reply=lambda request: echo, slots=4) as server:
+        run = evaluate(
+            CASES[:1],
+            [ContextPrecision(model=f"{server.base_url}#echo")],
+            cache=False,
+            progress=False,
+            out=tmp_path,
+            keep_results=True,
+        )
+    (item,) = run.results
+    assert item.failed and "holds no JSON object" in item.error
+    assert item.details["raw_reply"] == echo
+    folder = Path(run.out_dir)
+    (line,) = (folder / "results.jsonl").read_text().splitlines()
+    assert json.loads(line)["details"]["raw_reply"] == echo
+    report = write_report(run, tmp_path / "report.html").read_text()
+    assert "the judge's last reply" in report and "Free shipping on orders over $50." in report

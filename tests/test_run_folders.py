@@ -232,7 +232,7 @@ def test_a_killed_run_shows_as_interrupted_and_its_command_resumes_it(run_cli, t
         return '{"reason": "ok", "score": 1.0}'
 
     env = {**os.environ, "CONTEXTLENS_STORE": str(tmp_path / "unused.sqlite3")}
-    with FakeOpenAIServer(reply=reply) as server:
+    with FakeOpenAIServer(reply=reply, slots=8) as server:
         command = [
             sys.executable,
             "-m",

@@ -37,6 +37,7 @@ __all__ = [
     "ChatBackend",
     "Completion",
     "FatalError",
+    "FormatRefused",
     "InvalidReply",
     "Message",
     "RateLimited",
@@ -99,6 +100,11 @@ class ChatBackend(Protocol):
 
     :meth:`complete` raises :class:`RateLimited`, :class:`TransientError` or
     :class:`FatalError` (see the module docstring); it never sleeps or retries.
+
+    Optional, read by the engine when present: ``timeout`` (seconds per call, used unless
+    the judge was given a retry policy), ``concurrency`` (calls in flight at most, unless the
+    run sets one), ``local`` (a server on this machine or network: one call at a time unless
+    it reports more) and ``async server_slots() -> int | None`` (what the server reports).
     """
 
     name: str
@@ -163,6 +169,14 @@ class InvalidReply(FatalError):
     def __init__(self, message: str, *, raw: str | None = None) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+class FormatRefused(TransientError):
+    """The server refused the reply format that was asked for (``response_format``); the
+    backend has stepped down to the next format it knows, so the call is retried at once."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message, status=status, retry_after=0.0)
 
 
 class BackendTimeout(TransientError):

@@ -20,6 +20,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from contextlens.engine.accounting import current_ledger
 from contextlens.errors import ContextLensError, InputError
 from contextlens.schemas import Dataset, ModelTestCase
 from contextlens.terminal import console, line, table
@@ -34,7 +35,25 @@ out = console()
 err = console(stderr=True)
 RED, BOLD = "red", "bold"
 
-_KNOWN_PREFIXES = ("offline", "openai:", "litellm:", "http://", "https://")
+_KNOWN_PREFIXES = ("offline", "openai:", "litellm:", "llama:", "http://", "https://")
+_JUDGE_HELP = (
+    "offline | openai:MODEL | http://HOST:PORT/v1#MODEL | litellm:PROVIDER/MODEL | "
+    "llama:PATH.gguf | module:attr; settings may follow: ...#MODEL?timeout=300&max_tokens=400"
+)
+JudgeTimeout = Annotated[
+    float | None,
+    typer.Option(help="seconds per judge call, from when it is sent [default: 60; 300 local]"),
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(help="completion tokens per judge call [default: sized from the reply schema]"),
+]
+StructuredOutput = Annotated[
+    str | None,
+    typer.Option(
+        help="auto (constrained JSON where the server has it) | json_schema | json_object | off"
+    ),
+]
 
 
 class UsageProblem(ContextLensError):
@@ -62,10 +81,38 @@ def load_object(spec: str) -> Any:
     return obj() if inspect.isclass(obj) or inspect.isfunction(obj) else obj
 
 
-def judge_from_spec(spec: str | None) -> Any:
-    """A judge spec string as the runner takes it, or a LangChain model from ``module:attr``."""
-    if spec is None or spec.startswith(_KNOWN_PREFIXES) or ":" not in spec:
+def judge_from_spec(
+    spec: str | None,
+    *,
+    timeout: float | None = None,
+    max_tokens: int | None = None,
+    structured_output: str | None = None,
+) -> Any:
+    """A judge spec string as the runner takes it (with the settings given added to it), or a
+    LangChain model from ``module:attr``."""
+    settings = {
+        "timeout": timeout,
+        "max_tokens": max_tokens,
+        "structured_output": structured_output,
+    }
+    if spec is None or spec.strip().lower() == "offline":
         return spec
+    if spec.startswith(_KNOWN_PREFIXES) or ":" not in spec:
+        from contextlens.judges.resolve import backend_from_spec, with_settings
+
+        full = with_settings(spec, **settings)
+        try:
+            backend_from_spec(full)  # a bad setting or spec is a usage problem, before any work
+        except (ValueError, FileNotFoundError) as exc:
+            raise UsageProblem(str(exc)) from None
+        except ImportError:
+            pass  # a missing extra: the runner says which
+        return full
+    if any(v is not None for v in settings.values()):
+        raise UsageProblem(
+            "--judge-timeout, --max-tokens and --structured-output apply to judge spec "
+            f"strings; set them on the object {spec!r} itself"
+        )
     return load_object(spec)
 
 
@@ -189,13 +236,10 @@ def run(
         list[str],
         typer.Option("--metric", "-m", help="metric(s) to run; `contextlens schema` lists them"),
     ] = [],  # noqa: B006
-    judge: Annotated[
-        str | None,
-        typer.Option(
-            help="offline | openai:MODEL | http://HOST:PORT/v1#MODEL | "
-            "litellm:PROVIDER/MODEL | module:attr"
-        ),
-    ] = None,
+    judge: Annotated[str | None, typer.Option(help=_JUDGE_HELP)] = None,
+    judge_timeout: JudgeTimeout = None,
+    max_tokens: MaxTokens = None,
+    structured_output: StructuredOutput = None,
     embedder: Annotated[
         str | None, typer.Option(help="minilm (default) or module:attr of an embeddings object")
     ] = None,
@@ -222,6 +266,14 @@ def run(
         typer.Option(help="N or P%: exit 3 when more items than this failed (default: any)"),
     ] = "0",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="score on a Ray cluster: ADDRESS, or auto (the one on this machine); "
+            "'local' starts one here (needs contextlens[ray])",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate DATA with the chosen metrics; write results.jsonl, summary.json and
     report.html into the run's own folder OUT/<run id>/, then point OUT/latest at it."""
@@ -233,9 +285,12 @@ def run(
         raise UsageProblem(f"--fail-mode must be point or interval, got {fail_mode!r}")
     thresholds = parse_thresholds(fail_under)
     parse_max_failures(max_failures)
+    executor = _ray_executor(ray)
     names = metric or ["context"]
     metrics = [build_metric(n) for n in names]
-    judge_obj = judge_from_spec(judge)
+    judge_obj = judge_from_spec(
+        judge, timeout=judge_timeout, max_tokens=max_tokens, structured_output=structured_output
+    )
     embedder_obj = load_object(embedder) if embedder and embedder != "minilm" else None
     kind = case_kind(data)
     holds = Dataset if kind == "sessions" else ModelTestCase
@@ -251,7 +306,7 @@ def run(
     config = {
         "data": str(data),
         "metrics": names,
-        "judge": judge or "offline",
+        "judge": judge_obj if isinstance(judge_obj, str) else (judge or "offline"),
         "embedder": embedder or "minilm",
         "concurrency": concurrency,
         "repeats": repeats,
@@ -270,6 +325,7 @@ def run(
             repeats=repeats,
             out=folder,
             progress=_progress("run", quiet),
+            executor=executor,
         )
         _finish(result, folder, runs_store, config=config, data=data, fingerprint=fingerprint)
     missed = gate(result, thresholds, fail_mode)
@@ -284,6 +340,22 @@ def run(
         raise typer.Exit(3)
     if missed:
         raise typer.Exit(1)
+
+
+def _ray_executor(address: str | None) -> Any:
+    """The executor ``--ray ADDRESS`` asks for (None: run here)."""
+    if address is None:
+        return None
+    if not address.strip():
+        raise UsageProblem("--ray expects ADDRESS, auto or local")
+    from contextlens.runner import resolve_executor
+
+    try:
+        executor = resolve_executor("ray")
+    except ImportError as exc:
+        raise UsageProblem(str(exc)) from None
+    executor.address = None if address == "local" else address  # type: ignore[attr-defined]
+    return executor
 
 
 def _kind(case_type: type) -> str:
@@ -364,6 +436,10 @@ def _finish(
         runs_store.record(result, config=config, dataset=str(data), dataset_fingerprint=fingerprint)
     folder.complete()
     out.print(summary_table(result))
+    if any(s.judge == "offline" for s in result.summaries.values()):
+        from contextlens.metrics.base import OFFLINE_SCALE_NOTE
+
+        out.print(line(OFFLINE_SCALE_NOTE))
     out.print(line("results: ", folder.path / "results.jsonl"))
     out.print(line("report:  ", report))
 
@@ -373,25 +449,38 @@ def demo(
     out_dir: Annotated[
         Path, typer.Option("--out", help="runs write into OUT/<run id>/; OUT/latest: the newest")
     ] = Path("contextlens-out/demo"),
+    judge: Annotated[str | None, typer.Option(help=_JUDGE_HELP + " [default: offline]")] = None,
+    judge_timeout: JudgeTimeout = None,
+    max_tokens: MaxTokens = None,
+    structured_output: StructuredOutput = None,
 ) -> None:
-    """Run the bundled TechStore sessions through `context`, offline."""
+    """Run the bundled TechStore sessions through `context`, offline unless --judge says."""
     from importlib import resources
 
     from contextlens.loaders import load_cases
-    from contextlens.metrics.base import DEFAULT_PASS
+    from contextlens.metrics.base import DEFAULT_PASS, OFFLINE_SCALE_NOTE
     from contextlens.runner import RunFolder, evaluate
 
     data = Path(str(resources.files("contextlens.demo").joinpath("techstore.jsonl")))
     _, cases = load_cases(data)
     folder = RunFolder(out_dir)
-    result = evaluate(cases, [build_metric("context")], cache=False, out=folder, progress=False)
-    out.print(
-        "Offline scores are the estimated probability that a careful reader finds the reply "
-        f"fully supported by the context; PASS from {DEFAULT_PASS}.\n"
+    judge_obj = judge_from_spec(
+        judge, timeout=judge_timeout, max_tokens=max_tokens, structured_output=structured_output
     )
+    result = evaluate(
+        cases, [build_metric("context")], judge=judge_obj, cache=False, out=folder, progress=False
+    )
+    if judge_obj is None or judge_obj == "offline":
+        out.print(f"{OFFLINE_SCALE_NOTE} PASS marks below: {DEFAULT_PASS}.\n")
     for item in result.iter_results():
-        out.print(line(Text(item.case_id, style=BOLD), f"  context awareness {item.score:.2f}"))
-        for inter in item.details["interactions"]:
+        mean = "failed" if item.score is None else f"{item.score:.2f}"
+        out.print(line(Text(item.case_id, style=BOLD), f"  context awareness {mean}"))
+        for inter in item.details.get("interactions", []):
+            if inter["score"] is None:
+                out.print(
+                    line(f"  {inter['qa_id']} ", Text("FAILED", style=RED), " ", inter["error"])
+                )
+                continue
             passed = inter["score"] >= DEFAULT_PASS
             mark = Text("PASS", style="green") if passed else Text("FAIL", style=RED)
             out.print(
@@ -531,9 +620,14 @@ class _ProgressLines:
         self.last_s, self.next_step = elapsed, step + 1
         rate = done / elapsed if elapsed > 0 else 0.0
         count = f"{done}/{total} items ({done / total:.0%})" if total else f"{done} items"
-        text = f"{self.label}: {count}, {rate:.1f} items/s, {elapsed:.0f} s elapsed"
+        speed = f"{rate:.1f} items/s" if rate >= 1 or rate == 0 else f"{1 / rate:.1f} s per item"
+        text = f"{self.label}: {count}, {speed}, {elapsed:.0f} s elapsed"
         if total and rate > 0 and done < total:
             text += f", about {(total - done) / rate:.0f} s left"
+        ledger = current_ledger.get()
+        latency = ledger.call_latency() if ledger is not None else None
+        if latency is not None:
+            text += f"; {latency[0]} judge calls, {latency[1]:.1f} s per call"
         err.print(line(text))
 
 
@@ -541,9 +635,10 @@ class _ProgressLines:
 def calibrate(
     data: Annotated[Path, typer.Argument(help="labelled JSONL, CSV or Parquet file")],
     metric: Annotated[str, typer.Option("--metric", "-m", help="the metric to check")] = "context",
-    judge: Annotated[
-        str | None, typer.Option(help="offline (default) | openai:MODEL | ... | module:attr")
-    ] = None,
+    judge: Annotated[str | None, typer.Option(help=_JUDGE_HELP)] = None,
+    judge_timeout: JudgeTimeout = None,
+    max_tokens: MaxTokens = None,
+    structured_output: StructuredOutput = None,
     by: Annotated[
         str | None, typer.Option(help="a dotted key to slice by, e.g. meta.domain")
     ] = None,
@@ -575,7 +670,9 @@ def calibrate(
     report = run_calibration(
         data,
         metric,
-        judge_from_spec(judge),
+        judge_from_spec(
+            judge, timeout=judge_timeout, max_tokens=max_tokens, structured_output=structured_output
+        ),
         by=by,
         threshold=threshold,
         max_concurrency=concurrency,

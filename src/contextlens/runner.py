@@ -13,6 +13,7 @@ its own partial results; ``OUT/latest`` names the newest completed run.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import sys
@@ -23,7 +24,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -31,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from contextlens.embeddings.adapters import as_embedder
 from contextlens.embeddings.base import Embedder
 from contextlens.embeddings.cached import CachedEmbedder
-from contextlens.engine.accounting import Ledger, attribute
+from contextlens.engine.accounting import UNATTRIBUTED, Ledger, attribute
 from contextlens.engine.cache import Cache, NullCache, current_repeat, open_cache
 from contextlens.engine.limiter import DEFAULT_LIMIT
 from contextlens.errors import InputError
@@ -57,6 +58,7 @@ from contextlens.sync import run_sync
 __all__ = [
     "LATEST",
     "EvalRun",
+    "Executor",
     "ItemResult",
     "MetricSummary",
     "ProgressCallback",
@@ -141,9 +143,11 @@ def _bind(
 
 @dataclass
 class _Tally:
-    """Running per-metric data for the aggregate: scores per item, failures."""
+    """Running per-metric data for the aggregate: each item's case index and scores (one
+    per repeat), failures. The aggregate reads the items in case order, so it does not
+    depend on the order in which they completed."""
 
-    scores: list[list[float | None]] = field(default_factory=list)
+    scores: list[tuple[int, list[float | None]]] = field(default_factory=list)
     n: int = 0
     failed: int = 0
     seconds: float = 0.0
@@ -445,16 +449,21 @@ async def aevaluate(
             tally = tallies[item.metric]
             tally.n += 1
             tally.failed += item.failed
-            tally.scores.append(item.repeats if item.repeats else [item.score])
+            tally.scores.append((index, item.repeats if item.repeats else [item.score]))
             if keep:
                 kept.append((index, item))
         cases_done += 1
-        if tick is not None:
-            tick(cases_done, total, time.perf_counter() - t0)
+        if tick is not None:  # the run's ledger is current: the callback may read it
+            with attribute(ledger, UNATTRIBUTED):
+                tick(cases_done, total, time.perf_counter() - t0)
         if bar is not None:
             elapsed = time.perf_counter() - t0
             finished = bar.tasks[0].completed + 1
-            bar.update(bar.task_ids[0], advance=1, rate=f"{finished / max(elapsed, 1e-9):.1f}/s")
+            rate = f"{finished / max(elapsed, 1e-9):.1f}/s"
+            latency = ledger.call_latency()
+            if latency is not None:
+                rate += f", {latency[1]:.1f} s per judge call"
+            bar.update(bar.task_ids[0], advance=1, rate=rate)
 
     window = asyncio.Semaphore(_cases_in_flight(bound))
     tasks: set[asyncio.Task[None]] = set()
@@ -542,7 +551,8 @@ def _cases_in_flight(bound: Sequence[_Bound]) -> int:
 
 
 def _summary(name: str, tally: _Tally, mode: StatisticalMode, ledger: Ledger) -> MetricSummary:
-    rows = [s for s in tally.scores if any(v is not None for v in s)]
+    ordered = sorted(tally.scores, key=lambda pair: pair[0])
+    rows = [s for _, s in ordered if any(v is not None for v in s)]
     accounting = ledger.by_metric().get(name)
     base = {
         "metric": name,
@@ -588,6 +598,41 @@ def _summary(name: str, tally: _Tally, mode: StatisticalMode, ledger: Ledger) ->
     )
 
 
+@runtime_checkable
+class Executor(Protocol):
+    """Runs an evaluation somewhere else (a cluster) and returns the :class:`EvalRun` a
+    local run of the same cases would: ``run(cases, metrics, **options)`` takes what
+    :func:`evaluate` takes."""
+
+    def run(self, cases: Iterable[Any], metrics: Sequence[Any], **options: Any) -> EvalRun: ...
+
+
+#: Executors :func:`evaluate` knows by name: ``module:class``, imported when first asked
+#: for, so the core never imports what an executor needs.
+EXECUTORS = {"ray": ("contextlens.scale.ray:RayExecutor", "ray")}
+
+
+def resolve_executor(executor: str | Executor) -> Executor:
+    """The executor ``executor`` names (``"ray"``), or ``executor`` itself."""
+    if isinstance(executor, str):
+        if executor not in EXECUTORS:
+            raise ValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
+        target, extra = EXECUTORS[executor]
+        module_name, _, attr = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] == extra:
+                raise ImportError(
+                    f"executor={executor!r} needs {extra}: pip install 'contextlens[{extra}]'"
+                ) from None
+            raise
+        return getattr(module, attr)()
+    if isinstance(executor, Executor):
+        return executor
+    raise TypeError(f"executor must be a name ({', '.join(EXECUTORS)}) or an Executor")
+
+
 def evaluate(
     cases: Iterable[Any],
     metrics: Sequence[Any],
@@ -601,6 +646,7 @@ def evaluate(
     statistical_mode: StatisticalMode | None = None,
     progress: bool | ProgressCallback | None = None,
     keep_results: bool | None = None,
+    executor: str | Executor | None = None,
 ) -> EvalRun:
     """Evaluate ``cases`` (sessions for ``context``, test cases for the others) with
     ``metrics`` and return an :class:`EvalRun`.
@@ -625,19 +671,21 @@ def evaluate(
     ``out/latest`` at it. A :class:`RunFolder` is written into but not completed.
     ``progress``: a progress bar on stderr (None: when stderr is a terminal), or a
     :data:`ProgressCallback` called after each case instead.
+    ``executor``: where the cases are scored: None here, ``"ray"`` (or a
+    ``contextlens.scale.ray.RayExecutor``) sharded over the workers of a Ray cluster,
+    with the same results.
     """
-    return run_sync(
-        aevaluate(
-            cases,
-            metrics,
-            judge=judge,
-            embedder=embedder,
-            max_concurrency=max_concurrency,
-            cache=cache,
-            repeats=repeats,
-            out=out,
-            statistical_mode=statistical_mode,
-            progress=progress,
-            keep_results=keep_results,
-        )
-    )
+    options: dict[str, Any] = {
+        "judge": judge,
+        "embedder": embedder,
+        "max_concurrency": max_concurrency,
+        "cache": cache,
+        "repeats": repeats,
+        "out": out,
+        "statistical_mode": statistical_mode,
+        "progress": progress,
+        "keep_results": keep_results,
+    }
+    if executor is not None:
+        return resolve_executor(executor).run(cases, metrics, **options)
+    return run_sync(aevaluate(cases, metrics, **options))

@@ -42,11 +42,15 @@ def judge_reply(request: dict) -> str:
     prompt = "\n".join(m["content"] for m in request["messages"])
     chunks = sorted({int(n) for n in re.findall(r"Chunk (\d+):", prompt)})
     if chunks:
-        statements = [
-            {"chunk": n, "statement": f"statement {n}", "reason": "on topic", "verdict": "yes"}
+        listed = [
+            {
+                "statements": [
+                    {"statement": f"statement {n}", "reason": "on topic", "verdict": "yes"}
+                ]
+            }
             for n in chunks
         ]
-        verdict = {"statements": statements, "reason": "All of it bears on the input."}
+        verdict = {"chunks": listed, "reason": "All of it bears on the input."}
     else:
         verdict = {"reason": "Follows the context.", "score": 0.9}
     if request.get("response_format"):  # structured output: bare JSON, as real servers send
@@ -196,3 +200,21 @@ def test_litellm_and_openai_sdk_clients_across_loops(server):
     # The clients are the user's to close; the async one lives on contextlens's loop.
     sync_client.close()
     asyncio.run_coroutine_threadsafe(async_client.close(), home_loop()).result(timeout=10)
+
+
+def test_a_chat_openai_against_a_server_without_json_schema_gets_its_json_object_mode(
+    monkeypatch,
+):
+    """llama-cpp-python's server refuses OpenAI's json_schema: the user's ChatOpenAI is then
+    asked with the server's own ``{"type": "json_object", "schema": ...}``, every item scored."""
+    monkeypatch.setenv("CONTEXTLENS_CACHE", "off")
+    with FakeOpenAIServer(reply=judge_reply, formats=("text", "json_object")) as server:
+        chat = ChatOpenAI(model="local", base_url=server.base_url, api_key="-", max_retries=0)
+        metric = ContextPrecision(model=chat)
+        results = [metric.score(**CASE) for _ in range(3)]
+        kinds = [r.get("response_format", {}).get("type") for r in server.requests]
+    assert [r.value for r in results] == [0.9] * 3
+    assert kinds[0] == "json_schema" and kinds[1:] == ["json_object"] * 3
+    assert (
+        server.requests[-1]["response_format"]["schema"]["properties"]["score"]["enum"][-1] == 1.0
+    )

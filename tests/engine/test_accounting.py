@@ -22,9 +22,9 @@ from contextlens.engine.accounting import (
 
 def test_counts_add_and_to_dict() -> None:
     a = Counts(calls=1, dropped=8, cache_hits=2, retries=3, failures=4, prompt_tokens=5,
-               completion_tokens=6, cost=0.5, unpriced_calls=7)  # fmt: skip
+               completion_tokens=6, cost=0.5, unpriced_calls=7, seconds=1.5)  # fmt: skip
     b = Counts(calls=10, dropped=80, cache_hits=20, retries=30, failures=40, prompt_tokens=50,
-               completion_tokens=60, cost=0.25, unpriced_calls=70)  # fmt: skip
+               completion_tokens=60, cost=0.25, unpriced_calls=70, seconds=3.0)  # fmt: skip
     total = a + b
     assert total.to_dict() == {
         "calls": 11,
@@ -36,6 +36,7 @@ def test_counts_add_and_to_dict() -> None:
         "completion_tokens": 66,
         "cost": 0.75,
         "unpriced_calls": 77,
+        "seconds": 4.5,
     }
     assert total.total_tokens == 121
     assert a.calls == 1  # operands untouched

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -114,3 +116,45 @@ def test_registry_shares_per_backend_and_applies_a_new_limit_at_once() -> None:
 def test_limit_must_be_positive() -> None:
     with pytest.raises(ValueError, match="limit must be >= 1"):
         Limiter(0)
+
+
+def test_one_slot_is_shared_by_callers_on_many_threads_and_loops() -> None:
+    """Each sync call runs its own event loop; a slot freed in one is handed to another."""
+    limiter = Limiter(1)
+    running = 0
+    seen = 0
+    lock = threading.Lock()
+
+    async def call() -> None:
+        nonlocal running, seen
+        async with limiter.slot():
+            with lock:
+                running += 1
+                seen = max(seen, running)
+            await asyncio.sleep(0.01)
+            with lock:
+                running -= 1
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: asyncio.run(call()), range(24)))
+    assert (seen, limiter.peak, limiter.in_flight) == (1, 1, 0)
+
+
+async def test_timeouts_lower_the_limit_like_rate_limits() -> None:
+    limiter = Limiter(8, cooldown=0.0)
+    limiter.on_timeout()
+    assert (limiter.limit, limiter.timeouts, limiter.rate_limited) == (5, 1, 0)
+
+
+async def test_the_limit_is_settled_once_before_the_first_call() -> None:
+    limiter = Limiter(16)
+    probes = 0
+
+    async def find() -> tuple[int, str]:
+        nonlocal probes
+        probes += 1
+        await asyncio.sleep(0.01)
+        return 2, "2 slot(s) reported by the server"
+
+    await asyncio.gather(*(limiter.settle(find) for _ in range(5)))
+    assert (probes, limiter.max_limit, limiter.origin) == (1, 2, "2 slot(s) reported by the server")

@@ -8,7 +8,8 @@ from pydantic import BaseModel, Field
 
 from contextlens.backend import Completion, Usage
 from contextlens.errors import JudgeError
-from contextlens.judges import LLMJudge, resolve_judge
+from contextlens.judges import LLMJudge, OpenAICompatBackend, resolve_judge
+from contextlens.testing import FakeOpenAIServer
 
 
 class Verdict(BaseModel):
@@ -142,3 +143,42 @@ def test_litellm_without_the_extra_names_the_extra(monkeypatch):
         resolve_judge("litellm:anthropic/claude-3-5-haiku")
     with pytest.raises(ImportError, match=r"contextlens\[litellm\]"):
         resolve_judge("anthropic/claude-3-5-haiku")
+
+
+def test_spec_settings_configure_the_backend_and_the_judge():
+    j = resolve_judge(
+        "http://127.0.0.1:9/v1#tiny?timeout=240&max_tokens=400&concurrency=3&structured=json_object"
+    )
+    b = j.backend
+    assert (b.timeout, b.max_tokens, b.concurrency, b.formats.current) == (
+        240.0,
+        400,
+        3,
+        "json_object",
+    )
+    assert j.retry.timeout == 240.0 and j.limiter.max_limit == 3
+    assert j.limiter.origin == "set to 3"
+    # a local server waits longer than a remote API by default
+    assert resolve_judge("http://localhost:9/v1#m").retry.timeout == 300.0
+    assert resolve_judge("https://api.example.com/v1#m").retry.timeout == 60.0
+
+
+async def test_a_local_server_sets_the_limit_from_its_slots_or_takes_one_call_at_a_time():
+    with (
+        FakeOpenAIServer(slots=3, latency=0.05) as reporting,
+        FakeOpenAIServer(latency=0.05) as silent,
+    ):
+        for server, limit, origin in ((reporting, 3, "3 slot(s)"), (silent, 1, "one call")):
+            j = LLMJudge(OpenAICompatBackend(f"m{server.port}", base_url=server.base_url))
+            await asyncio.gather(*(j.judge(MSGS, Verdict) for _ in range(6)))
+            assert (j.limiter.max_limit, server.peak_in_flight) == (limit, limit)
+            assert origin in j.limiter.origin
+
+
+async def test_a_timed_out_call_lowers_the_limit():
+    with FakeOpenAIServer(slots=4, script=["timeout"], hang_time=2.0) as server:
+        backend = OpenAICompatBackend("slow", base_url=server.base_url, timeout=0.3)
+        j = LLMJudge(backend)
+        out = await j.judge(MSGS, Verdict)
+        assert out.output.score == 1.0
+        assert (j.limiter.timeouts, j.limiter.lowest) == (1, 2)

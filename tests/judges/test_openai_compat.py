@@ -19,6 +19,7 @@ from contextlens.backend import (
     BackendTimeout,
     ChatBackend,
     FatalError,
+    FormatRefused,
     Message,
     RateLimited,
     TransientError,
@@ -26,6 +27,7 @@ from contextlens.backend import (
     parse_retry_after,
 )
 from contextlens.judges.openai_compat import OpenAICompatBackend, _env_proxy
+from contextlens.judges.schema import DEFAULT_REPLY_TOKENS, wire_schema
 from contextlens.testing import DEFAULT_REPLY, FakeOpenAIServer
 
 MESSAGES: list[Message] = [
@@ -88,20 +90,54 @@ async def test_options_and_extra_body_are_sent(server: FakeOpenAIServer) -> None
     assert server.request_headers[-1]["X-Trace"] == "abc"
 
 
-async def test_json_schema_sent_only_when_asked(server: FakeOpenAIServer) -> None:
-    async with OpenAICompatBackend(
-        "m", base_url=server.base_url, use_structured_output=True
-    ) as structured:
-        await structured.complete(MESSAGES, schema=Verdict)
-        await structured.complete(MESSAGES)  # no schema: no response_format
-    async with OpenAICompatBackend("m", base_url=server.base_url) as plain:
-        await plain.complete(MESSAGES, schema=Verdict)  # not asked: no response_format
-    assert len(server.response_formats) == 1
-    fmt = server.response_formats[0]
-    assert fmt["json_schema"]["name"] == "Verdict"
-    assert fmt["json_schema"]["strict"] is False
-    assert fmt["json_schema"]["schema"] == Verdict.model_json_schema()
+async def test_the_reply_schema_is_sent_as_json_schema_by_default(server: FakeOpenAIServer) -> None:
+    async with OpenAICompatBackend("m", base_url=server.base_url) as backend:
+        await backend.complete(MESSAGES, schema=Verdict)
+        await backend.complete(MESSAGES)  # no schema: no response_format
+    async with OpenAICompatBackend("m", base_url=server.base_url, structured_output="off") as off:
+        await off.complete(MESSAGES, schema=Verdict)
+    fmt = server.requests[0]["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["name"] == "Verdict" and fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"] == wire_schema(Verdict)
     assert [("response_format" in r) for r in server.requests] == [True, False, False]
+    # with a schema, max_tokens is sized from it; without one, nothing caps the reply
+    assert [r.get("max_tokens") for r in server.requests] == [DEFAULT_REPLY_TOKENS, None, 512]
+
+
+async def test_a_server_that_refuses_json_schema_gets_json_object_then_the_prompt_alone() -> None:
+    with FakeOpenAIServer(formats=("text", "json_object")) as llama_like:
+        async with OpenAICompatBackend("m", base_url=llama_like.base_url) as backend:
+            with pytest.raises(FormatRefused, match="json_schema refused"):
+                await backend.complete(MESSAGES, schema=Verdict)
+            await backend.complete(MESSAGES, schema=Verdict)
+            await backend.complete(MESSAGES, schema=Verdict)  # remembered: no new refusal
+        sent = [r["response_format"]["type"] for r in llama_like.requests]
+        assert sent == ["json_schema", "json_object", "json_object"]
+        assert llama_like.requests[1]["response_format"]["schema"] == wire_schema(Verdict)
+    with FakeOpenAIServer(formats=("text",)) as plain:
+        async with OpenAICompatBackend("m", base_url=plain.base_url) as backend:
+            for _ in range(2):
+                with pytest.raises(FormatRefused):
+                    await backend.complete(MESSAGES, schema=Verdict)
+            await backend.complete(MESSAGES, schema=Verdict)
+        assert [r.get("response_format", {}).get("type") for r in plain.requests] == [
+            "json_schema",
+            "json_object",
+            None,
+        ]
+
+
+async def test_a_refused_format_is_an_error_when_it_was_asked_for_explicitly() -> None:
+    with FakeOpenAIServer(formats=("text", "json_object")) as server:
+        async with OpenAICompatBackend(
+            "m", base_url=server.base_url, structured_output="json_schema"
+        ) as backend:
+            for _ in range(2):
+                with pytest.raises(TransientError) as caught:
+                    await backend.complete(MESSAGES, schema=Verdict)
+                assert not isinstance(caught.value, FormatRefused)
+        assert {r["response_format"]["type"] for r in server.requests} == {"json_schema"}
 
 
 async def test_api_key_given_from_env_or_absent(

@@ -255,7 +255,7 @@ def test_one_metric_object_serves_many_concurrent_scores():
         n = int(output.split("#")[1])
         return verdict(n / 100, f"case {n}")
 
-    with FakeOpenAIServer(reply=judge_reply, latency=0.05) as server:
+    with FakeOpenAIServer(reply=judge_reply, latency=0.05, slots=8) as server:
         metric = ContextPrecisionScorer()
         services = judged(f"{server.base_url}#judge")
         before = dict(vars(metric))

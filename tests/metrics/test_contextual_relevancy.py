@@ -5,6 +5,7 @@ tests/compat/test_deepeval.py.
 """
 
 import asyncio
+import json
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -13,12 +14,14 @@ from contextlens.errors import InputError, JudgeError
 from contextlens.judges import resolve_judge
 from contextlens.judges.base import DEFAULT_FENCE
 from contextlens.judges.parsing import format_instructions
+from contextlens.judges.schema import wire_schema
 from contextlens.metrics.base import Services
 from contextlens.metrics.contextual_relevancy import (
     ContextualRelevancyScorer,
     ContextualRelevancyTemplate,
     estimate_tokens,
     relevancy_messages,
+    reply_schema,
     verdicts_schema,
 )
 from contextlens.schemas import ModelTestCase
@@ -126,14 +129,39 @@ def test_a_chunk_without_statements_is_rejected_and_re_asked():
     assert result.details["attempts"] == 2
 
 
-def test_schema_rejects_other_verdicts_and_unknown_chunks():
+def test_schema_takes_one_entry_per_chunk_and_yes_or_no_only():
     schema = verdicts_schema(2, True)
-    ok = {"chunk": 1, "statement": "s", "reason": "r", "verdict": "yes"}
-    schema.model_validate({"statements": [ok, {**ok, "chunk": 2}], "reason": "r"})
-    for bad in ({**ok, "verdict": "Yes"}, {**ok, "verdict": "maybe"}, {**ok, "chunk": 3}):
+    ok = {"statement": "s", "reason": "r", "verdict": "yes"}
+    chunk = {"statements": [ok]}
+    schema.model_validate({"chunks": [chunk, chunk], "reason": "r"})
+    bad_replies = [
+        {"chunks": [chunk], "reason": "r"},  # a chunk missing
+        {"chunks": [chunk, chunk, chunk], "reason": "r"},  # one too many
+        {"chunks": [chunk, {"statements": []}], "reason": "r"},  # a chunk without statements
+        {"chunks": [chunk, {"statements": [{**ok, "verdict": "Yes"}]}], "reason": "r"},
+        {"chunks": [chunk, {"statements": [{**ok, "verdict": "maybe"}]}], "reason": "r"},
+    ]
+    for bad in bad_replies:
         with pytest.raises(ValueError):
-            schema.model_validate({"statements": [ok, {**ok, "chunk": 2}, bad], "reason": "r"})
+            schema.model_validate(bad)
     assert "reason" not in verdicts_schema(2, False).model_fields
+
+
+def test_the_wire_schema_states_every_rule_a_grammar_needs():
+    wire = wire_schema(verdicts_schema(3, True))
+    chunks = wire["properties"]["chunks"]
+    assert (chunks["minItems"], chunks["maxItems"]) == (3, 3)
+    statements = chunks["items"]["properties"]["statements"]
+    assert statements["minItems"] == 1
+    statement = statements["items"]
+    assert statement["properties"]["verdict"]["enum"] == ["yes", "no"]
+    for node in (wire, chunks["items"], statement):  # closed objects, every field required
+        assert node["additionalProperties"] is False
+        assert node["required"] == list(node["properties"])
+    assert "$ref" not in json.dumps(wire) and "$defs" not in wire
+    # a call's schema bounds the statements of a chunk, so a looping model cannot go on
+    capped = wire_schema(reply_schema(["One. Two.", "Three."], True))
+    assert capped["properties"]["chunks"]["items"]["properties"]["statements"]["maxItems"] == 7
 
 
 def test_a_failed_judge_is_a_result_with_the_error_not_a_zero():
@@ -271,7 +299,7 @@ def test_a_deepeval_template_builds_one_user_message_with_the_reply_format_appen
         input="<input>\nQ?\n</input>",
         context=f"Chunk 1:\n<chunk>\n{REFUND}\n</chunk>\n\nChunk 2:\n<chunk>\n{SHIPPING}\n</chunk>",
     )
-    fmt = format_instructions(verdicts_schema(2, True), DEFAULT_FENCE.bos, DEFAULT_FENCE.eos)
+    fmt = format_instructions(reply_schema(chunks, True), DEFAULT_FENCE.bos, DEFAULT_FENCE.eos)
     assert only == {"role": "user", "content": f"{text}\n\n{FORMAT_OVERRIDE}\n{fmt}"}
     [without] = relevancy_messages("Q?", chunks, include_reason=False, template=DeepEvalStyle)
     assert "how relevant the context is overall" not in without["content"]

@@ -5,6 +5,7 @@ import pytest
 
 from contextlens.embeddings.minilm import default_embedder
 from contextlens.offline.features import (
+    CANDIDATES,
     CLAIM_COLUMNS,
     FEATURES,
     aggregate_many,
@@ -36,8 +37,11 @@ def test_the_shipped_model_takes_the_extractor_features():
     assert model.features == FEATURES
     assert model.mean.shape == model.scale.shape == model.coef.shape == (n,)
     assert np.all(model.scale > 0) and np.isfinite(model.intercept)
-    assert model.meta.get("trained_on") == ["begin_dev", "summedits"]
-    assert model.calibration is None  # fit_offline.py folds its Platt map into the coefficients
+    assert set(FEATURES) <= set(CANDIDATES)
+    assert len(model.meta.get("trained_on", [])) == 11
+    assert model.calibration is None  # select_support.py folds its Platt map into the coefficients
+    held = model.meta["held_out"]
+    assert all(r["auroc"] > r["baseline_auroc"] for r in held.values())
 
 
 def test_model_round_trips_and_rejects_wrong_shapes():
@@ -52,7 +56,7 @@ def test_model_round_trips_and_rejects_wrong_shapes():
 def test_one_claim_aggregates_to_its_own_features():
     rows = np.random.default_rng(1).uniform(size=(3, len(CLAIM_COLUMNS)))
     assert np.allclose(claim_features(rows[:1])[0], aggregate_many(rows[:1], np.array([0]))[0])
-    assert claim_features(rows).shape == (3, len(FEATURES))
+    assert claim_features(rows).shape == (3, len(CANDIDATES))
 
 
 def test_names_skip_sentence_openers():

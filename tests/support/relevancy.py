@@ -18,6 +18,20 @@ REFUND = "All customers are eligible for a 30 day full refund at no extra cost."
 SHIPPING = "Shipping is free on orders over 50 dollars."
 
 
+def by_chunk(statements: list[dict], n_chunks: int | None = None) -> list[dict]:
+    """The reply's ``chunks``: statements given with their 1-based ``chunk`` number, listed
+    under their chunk in order (``n_chunks`` entries; the highest number named by default)."""
+    n = n_chunks or max((s["chunk"] for s in statements), default=0)
+    return [
+        {
+            "statements": [
+                {k: v for k, v in s.items() if k != "chunk"} for s in statements if s["chunk"] == i
+            ]
+        }
+        for i in range(1, n + 1)
+    ]
+
+
 def rule_reply(prompt: str, with_reason: bool = True, reason: str = "judge says so") -> dict:
     """What a careful judge would answer: one statement per sentence, 'yes' when it is
     about refunds."""
@@ -31,7 +45,7 @@ def rule_reply(prompt: str, with_reason: bool = True, reason: str = "judge says 
         for k, body in CHUNK_RE.findall(prompt)
         for s in sentences(body)
     ]
-    data: dict = {"statements": statements}
+    data: dict = {"chunks": by_chunk(statements)}
     if with_reason:
         data["reason"] = reason
     return data
@@ -72,15 +86,11 @@ def verdict_reply(*verdicts: str, chunks: list[int] | None = None, reason: str =
     """A fenced reply with one statement per verdict, in chunk 1 unless ``chunks`` says
     otherwise."""
     chunks = chunks or [1] * len(verdicts)
-    return fenced(
-        {
-            "statements": [
-                {"chunk": c, "statement": f"s{i}", "reason": "x", "verdict": v}
-                for i, (c, v) in enumerate(zip(chunks, verdicts, strict=True))
-            ],
-            "reason": reason,
-        }
-    )
+    statements = [
+        {"chunk": c, "statement": f"s{i}", "reason": "x", "verdict": v}
+        for i, (c, v) in enumerate(zip(chunks, verdicts, strict=True))
+    ]
+    return fenced({"chunks": by_chunk(statements), "reason": reason})
 
 
 def case(*chunks: str | None, question: str = "What if these shoes don't fit?") -> ModelTestCase:

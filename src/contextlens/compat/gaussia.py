@@ -174,7 +174,7 @@ class Context:
         retriever: type[Retriever] | Retriever,
         model: Any = None,
         statistical_mode: StatisticalMode | None = None,
-        use_structured_output: bool = False,
+        use_structured_output: bool | None = None,
         bos_json_clause: str = DEFAULT_BOS,
         eos_json_clause: str = DEFAULT_EOS,
         verbose: bool = False,
@@ -184,8 +184,10 @@ class Context:
 
         ``model`` is a LangChain chat model, a :class:`~contextlens.judges.Judge`, a spec
         string (``"openai:gpt-4o-mini"``, ``"http://localhost:11434/v1#llama3.1"``), or
-        None for the offline estimate. ``verbose`` writes each session's and interaction's
-        verdict (failures with their reason) to stderr, for this call only. Other keyword
+        None for the offline estimate. ``use_structured_output``: None (default) or True ask
+        for constrained JSON where the judge supports it, False sends the prompt alone.
+        ``verbose`` writes each session's and interaction's verdict (failures with their
+        reason) to stderr, for this call only. Other keyword
         arguments go to the retriever.
         """
         judge = as_backend(model, use_structured_output=use_structured_output)
@@ -211,7 +213,7 @@ class Context:
         retriever: type[Retriever] | Retriever,
         model: Any = None,
         statistical_mode: StatisticalMode | None = None,
-        use_structured_output: bool = False,
+        use_structured_output: bool | None = None,
         bos_json_clause: str = DEFAULT_BOS,
         eos_json_clause: str = DEFAULT_EOS,
         verbose: bool = False,

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from contextlens.backend import Usage
 
@@ -40,7 +41,8 @@ class Counts:
     reached the server; each is retried); ``cache_hits``: replies served from the cache;
     ``retries``: calls tried again; ``failures``: items whose judge call failed for good;
     tokens as reported by the backend; ``cost``: estimated USD of the priced calls;
-    ``unpriced_calls``: calls whose model has no price (their cost is unknown, not 0).
+    ``unpriced_calls``: calls whose model has no price (their cost is unknown, not 0);
+    ``seconds``: the latency of the answered calls, added up (from when each was sent).
     """
 
     calls: int = 0
@@ -52,6 +54,7 @@ class Counts:
     completion_tokens: int = 0
     cost: float = 0.0
     unpriced_calls: int = 0
+    seconds: float = 0.0
 
     def __add__(self, other: Counts) -> Counts:
         if not isinstance(other, Counts):
@@ -177,6 +180,7 @@ class Ledger:
         cache_hits: int = 0,
         retries: int = 0,
         failures: int = 0,
+        seconds: float = 0.0,
     ) -> None:
         """Add to the counts of (``metric``, ``judge``).
 
@@ -197,7 +201,25 @@ class Ledger:
             counts.prompt_tokens += usage.prompt_tokens
             counts.completion_tokens += usage.completion_tokens
             counts.cost += cost or 0.0
+            counts.seconds += seconds
             counts.unpriced_calls += calls if cost is None else 0
+
+    def merge(self, entries: Iterable[Mapping[str, Any]]) -> None:
+        """Add counts recorded by another ledger (another process's), given as its
+        :meth:`to_dict` lists them under ``entries``."""
+        names = {f.name for f in fields(Counts)}
+        with self._lock:
+            for entry in entries:
+                key = (str(entry["metric"]), str(entry["judge"]))
+                add = Counts(**{k: v for k, v in entry.items() if k in names})
+                self._counts[key] = self._counts.get(key, Counts()) + add
+
+    def call_latency(self) -> tuple[int, float] | None:
+        """Calls answered so far and their mean latency in seconds (None before any)."""
+        with self._lock:
+            calls = sum(c.calls for c in self._counts.values())
+            seconds = sum(c.seconds for c in self._counts.values())
+        return (calls, seconds / calls) if calls and seconds else None
 
     def entries(self) -> dict[tuple[str, str], Counts]:
         """A copy of the counts by (metric, judge)."""
@@ -274,6 +296,7 @@ def record(
     cache_hits: int = 0,
     retries: int = 0,
     failures: int = 0,
+    seconds: float = 0.0,
     metric: str | None = None,
 ) -> None:
     """Record into the current ledger under the current metric (or ``metric``); does
@@ -291,4 +314,5 @@ def record(
         cache_hits=cache_hits,
         retries=retries,
         failures=failures,
+        seconds=seconds,
     )

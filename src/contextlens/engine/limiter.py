@@ -1,10 +1,10 @@
 """A bound on judge calls in flight, shared per judge backend, that adapts to rate limits.
 
 Additive increase, multiplicative decrease: every successful call raises the limit by
-``1/limit`` (about one more slot per round of calls), every rate-limited call multiplies it
-by ``backoff`` (0.7; at most once per ``cooldown`` seconds, so a burst of 429s from one
-overload counts once). The
-limit never exceeds the configured maximum or falls below one.
+``1/limit`` (about one more slot per round of calls), every rate-limited or timed-out call
+multiplies it by ``backoff`` (0.7; at most once per ``cooldown`` seconds, so a burst of 429s
+from one overload counts once). The limit never exceeds the configured maximum or falls
+below one.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import asyncio
 import threading
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 from contextlens.sync import PerLoop
@@ -23,9 +24,10 @@ class Limiter:
 
     Waiters queue first come first served and a freed slot is handed straight to the
     longest waiter (no herd of waiters re-checking a condition). One limiter may be used
-    from several event loops over its life (each sync call runs its own loop); each loop
-    has its own queue. ``peak`` is the most calls it let in flight at once, ``lowest`` the
-    lowest limit it fell to, ``rate_limited`` the rate-limited calls it was told of.
+    from several event loops and threads at once (each sync call runs its own loop): one
+    queue serves them all, and a slot freed in one loop is handed to a waiter in another.
+    ``peak`` is the most calls it let in flight at once, ``lowest`` the lowest limit it fell
+    to, ``rate_limited`` and ``timeouts`` the rate-limited and timed-out calls it was told of.
     """
 
     def __init__(
@@ -42,8 +44,13 @@ class Limiter:
         self.in_flight = 0
         self.peak = 0
         self.rate_limited = 0
+        self.timeouts = 0
+        #: Where the limit came from once it was settled by :meth:`settle` (None: not yet).
+        self.origin: str | None = None
         self._last_decrease = float("-inf")
-        self._waiters: PerLoop[deque[asyncio.Future[None]]] = PerLoop(deque)
+        self._queue: deque[_Waiter] = deque()
+        self._lock = threading.Lock()
+        self._settling: PerLoop[asyncio.Lock] = PerLoop(asyncio.Lock)
 
     @property
     def limit(self) -> int:
@@ -60,30 +67,50 @@ class Limiter:
             self.current = float(limit)
             self._wake()
 
+    async def settle(self, find: Callable[[], Awaitable[tuple[int, str] | None]]) -> None:
+        """Set the limit once, before the first call, from ``find()`` (a limit and where it
+        came from; None keeps the limit as it is). Callers that arrive meanwhile wait, so a
+        one-slot server is never sent a first burst."""
+        if self.origin is not None:
+            return
+        async with self._settling.get():
+            if self.origin is not None:
+                return
+            found = await find()
+            if found is None:
+                self.origin = "default"
+            else:
+                limit, self.origin = found
+                self.configure(limit)
+
     def slot(self) -> _Slot:
         """``async with limiter.slot():`` holds one slot for the duration of the block."""
         return _Slot(self)
 
     async def acquire(self) -> None:
-        """Wait for a slot, first come first served."""
-        queue = self._waiters.get()
-        if self.in_flight < self.limit and not queue:
-            self._take()
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        queue.append(waiter)
+        """Wait for a slot, first come first served, whichever loop or thread asks."""
+        with self._lock:
+            if self.in_flight < self.limit and not self._queue:
+                self._take()
+                return
+            entry = _Waiter(asyncio.get_running_loop())
+            self._queue.append(entry)
         try:
-            await waiter  # the releaser has taken the slot for us
+            await entry.future  # the releaser has taken the slot for us
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release()  # handed a slot while being cancelled: pass it on
-            else:
-                queue.remove(waiter)
+            with self._lock:
+                if not entry.granted:
+                    self._queue.remove(entry)
+                    raise
+            if not entry.future.cancelled():  # handed a slot while being cancelled
+                self.release()
+            # else: the hand-over finds the future cancelled and passes the slot on
             raise
 
     def release(self) -> None:
         """Give a slot back; the longest waiters get the slots now free."""
-        self.in_flight -= 1
+        with self._lock:
+            self.in_flight -= 1
         self._wake()
 
     def _take(self) -> None:
@@ -91,12 +118,30 @@ class Limiter:
         self.peak = max(self.peak, self.in_flight)
 
     def _wake(self) -> None:
-        queue = self._waiters.peek()  # None outside a loop: nobody can be waiting there
-        while queue and self.in_flight < self.limit:
-            waiter = queue.popleft()
-            if not waiter.done():
+        """Hand free slots to the longest waiters, each on its own loop."""
+        granted: list[_Waiter] = []
+        with self._lock:
+            while self._queue and self.in_flight < self.limit:
+                entry = self._queue.popleft()
+                if entry.future.done():  # cancelled before its turn
+                    continue
+                entry.granted = True
                 self._take()
-                waiter.set_result(None)
+                granted.append(entry)
+        for entry in granted:
+            try:
+                if _running_loop() is entry.loop:
+                    self._hand_over(entry)
+                else:
+                    entry.loop.call_soon_threadsafe(self._hand_over, entry)
+            except RuntimeError:  # its loop is closed: nobody waits there any more
+                self.release()
+
+    def _hand_over(self, entry: _Waiter) -> None:
+        if entry.future.done():  # cancelled between the grant and now
+            self.release()
+        else:
+            entry.future.set_result(None)
 
     def on_success(self) -> None:
         """A call succeeded: raise the limit by ``1/limit``, up to the maximum."""
@@ -107,11 +152,38 @@ class Limiter:
     def on_rate_limited(self) -> None:
         """A call was rate-limited: lower the limit by ``backoff`` (once per cooldown)."""
         self.rate_limited += 1
+        self._decrease()
+
+    def on_timeout(self) -> None:
+        """A call timed out: the server is slower than the load it is given, so lower the
+        limit as for a rate limit."""
+        self.timeouts += 1
+        self._decrease()
+
+    def _decrease(self) -> None:
         now = time.monotonic()
         if self.adaptive and now - self._last_decrease >= self.cooldown:
             self.current = max(1.0, self.current * self.backoff)
             self.lowest = min(self.lowest, self.limit)
             self._last_decrease = now
+
+
+class _Waiter:
+    """A caller waiting for a slot: its loop, the future it awaits, whether it got one."""
+
+    __slots__ = ("future", "granted", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.granted = False
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class _Slot:
@@ -156,4 +228,6 @@ def limiter_for(key: str, limit: int | None = None) -> Limiter:
             limiter = _registry[key] = Limiter(DEFAULT_LIMIT if limit is None else limit)
         elif limit is not None:
             limiter.configure(limit)
+        if limit is not None:
+            limiter.origin = f"set to {limit}"
         return limiter

@@ -21,6 +21,9 @@ from pydantic import BaseModel
 
 from contextlens.backend import Completion, InvalidReply, Message, Usage
 from contextlens.judges.errors import as_backend_error, is_reply_error
+from contextlens.judges.formats import FormatNegotiation
+from contextlens.judges.openai_compat import is_local
+from contextlens.judges.schema import wire_schema
 from contextlens.sync import call_user
 
 #: Attributes that name where a LangChain model sends its requests.
@@ -64,17 +67,20 @@ def _json_safe(value: Any) -> Any:
 class LangChainBackend:
     """Transport through a LangChain chat model.
 
-    With ``use_structured_output=True`` the schema is enforced by the model's
-    ``with_structured_output``; the result is still validated by the shared parser.
+    The reply schema goes through the model's ``with_structured_output`` (constrained
+    decoding where the provider has it) unless ``use_structured_output=False``; a model
+    without it, or a server that refuses the format, is asked with the prompt alone from then
+    on. The result is validated by the shared parser either way, and a reply the model's
+    own parser rejects is read from its raw text.
     """
 
     name = "langchain"
 
-    def __init__(self, chat_model: Any, *, use_structured_output: bool = False) -> None:
+    def __init__(self, chat_model: Any, *, use_structured_output: bool | None = None) -> None:
         if not is_langchain_model(chat_model):
             raise TypeError(f"{type(chat_model).__name__} has neither ainvoke nor invoke")
         self.chat_model = chat_model
-        self.use_structured_output = use_structured_output
+        self.formats = FormatNegotiation(use_structured_output)
         self.model = str(
             getattr(chat_model, "model_name", None)
             or getattr(chat_model, "model", None)
@@ -83,7 +89,13 @@ class LangChainBackend:
         self.endpoint = next(
             (str(v) for a in _ENDPOINT_ATTRS if (v := getattr(chat_model, a, None))), None
         )
-        self._structured: dict[type[BaseModel], Any] = {}
+        self._structured: dict[tuple[str, type[BaseModel]], Any] = {}
+        self.local = bool(self.endpoint) and is_local(str(self.endpoint))
+
+    @property
+    def use_structured_output(self) -> bool:
+        """Whether the reply schema goes through ``with_structured_output``."""
+        return self.formats.mode != "off"
 
     @property
     def key(self) -> str:
@@ -100,34 +112,54 @@ class LangChainBackend:
             "endpoint": self.endpoint,
             "identifying": _json_safe(dict(identifying)) if isinstance(identifying, dict) else None,
             "temperature": _json_safe(getattr(self.chat_model, "temperature", None)),
+            "structured_output": self.formats.mode,
         }
 
     def __repr__(self) -> str:
         return f"LangChainBackend({type(self.chat_model).__name__}, model={self.model!r})"
 
-    def _runnable(self, schema: type[BaseModel] | None) -> Any:
-        if not (self.use_structured_output and schema is not None):
-            return self.chat_model
-        runnable = self._structured.get(schema)
+    def _runnable(self, schema: type[BaseModel] | None) -> tuple[Any, str]:
+        """What to invoke for ``schema`` and the reply format it asks for: the model's
+        ``with_structured_output`` (``json_schema``), the model bound to llama.cpp's
+        ``response_format`` (``json_object``, after a server refused the first), or the
+        model itself (``off``)."""
+        mode = self.formats.current
+        if schema is None or mode == "off":
+            return self.chat_model, "off"
+        runnable = self._structured.get((mode, schema))
         if runnable is None:
-            runnable = self.chat_model.with_structured_output(schema, include_raw=True)
-            self._structured[schema] = runnable
-        return runnable
+            try:
+                if mode == "json_schema":
+                    runnable = self.chat_model.with_structured_output(schema, include_raw=True)
+                else:
+                    response_format = {
+                        "type": "json_object",
+                        "schema": wire_schema(schema, bounded=True),
+                    }
+                    runnable = self.chat_model.bind(response_format=response_format)
+            except (NotImplementedError, AttributeError, TypeError, ValueError):
+                if self.formats.mode != "auto":
+                    raise
+                self.formats.current = "off"  # the model has no structured output
+                return self.chat_model, "off"
+            self._structured[(mode, schema)] = runnable
+        return runnable, mode
 
     async def complete(
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
     ) -> Completion:
         payload = [{"role": m["role"], "content": m["content"]} for m in messages]
-        runnable = self._runnable(schema)
+        runnable, sent = self._runnable(schema)
         start = time.perf_counter()
         try:
             result = await call_user(runnable, "invoke", "ainvoke", payload)
         except Exception as exc:
-            if runnable is not self.chat_model and is_reply_error(exc):
+            if sent == "json_schema" and is_reply_error(exc):
                 raise InvalidReply(f"the structured reply does not fit the schema: {exc}") from exc
-            raise as_backend_error(exc) from exc
+            error = as_backend_error(exc)
+            raise (self.formats.refused(sent, error) if sent != "off" else error) from exc
         latency = time.perf_counter() - start
-        if runnable is self.chat_model:
+        if sent != "json_schema":
             return Completion(text=_text(result), usage=_usage(result), latency=latency)
         if isinstance(result, dict) and "raw" in result:
             raw = result["raw"]

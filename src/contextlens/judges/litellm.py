@@ -16,7 +16,10 @@ from pydantic import BaseModel
 from contextlens.backend import Completion, Message
 from contextlens.errors import MissingExtraError
 from contextlens.judges.errors import as_backend_error
+from contextlens.judges.formats import FormatNegotiation
+from contextlens.judges.openai_compat import is_local
 from contextlens.judges.openai_sdk import completion_of
+from contextlens.judges.schema import reply_token_budget
 from contextlens.sync import in_thread
 
 #: Keyword arguments that say how to reach the model, not what it answers: kept out of the
@@ -27,7 +30,9 @@ _TRANSPORT_KWARGS = frozenset({"api_key", "extra_headers", "timeout", "num_retri
 class LiteLLMBackend:
     """Transport through ``litellm.completion``; needs ``pip install 'contextlens[litellm]'``.
 
-    ``params`` (``api_base``, ``api_key``, ``max_tokens`` ...) go with every call.
+    ``params`` (``api_base``, ``api_key``, ``max_tokens`` ...) go with every call. The reply
+    schema goes as ``response_format`` (``structured_output``: ``"auto"`` by default, see
+    :mod:`contextlens.judges.formats`), and ``max_tokens``, unless given, is sized from it.
     """
 
     name = "litellm"
@@ -37,7 +42,10 @@ class LiteLLMBackend:
         model: str,
         *,
         temperature: float | None = 0.0,
-        use_structured_output: bool = False,
+        use_structured_output: bool | None = None,
+        structured_output: str | None = None,
+        timeout: float | None = None,
+        concurrency: int | None = None,
         **params: Any,
     ) -> None:
         try:
@@ -49,11 +57,23 @@ class LiteLLMBackend:
         litellm.suppress_debug_info = True
         self._litellm = litellm
         self.model = model
-        self.use_structured_output = use_structured_output
+        self.formats = FormatNegotiation(
+            structured_output if structured_output is not None else use_structured_output
+        )
         self.request = {"num_retries": 0, "max_retries": 0, **params}
         if temperature is not None:
             self.request["temperature"] = temperature
+        self.timeout = timeout
+        if timeout is not None:
+            self.request["timeout"] = timeout
+        self.concurrency = concurrency
         self.api_base = params.get("api_base") or params.get("base_url")
+        self.local = bool(self.api_base) and is_local(str(self.api_base))
+
+    @property
+    def use_structured_output(self) -> bool:
+        """Whether the reply schema goes as ``response_format``."""
+        return self.formats.mode != "off"
 
     @property
     def key(self) -> str:
@@ -62,7 +82,8 @@ class LiteLLMBackend:
     @property
     def params(self) -> dict[str, Any]:
         """What changes replies besides the prompt (part of the cache key)."""
-        return {k: v for k, v in self.request.items() if k not in _TRANSPORT_KWARGS}
+        params = {k: v for k, v in self.request.items() if k not in _TRANSPORT_KWARGS}
+        return {**params, "structured_output": self.formats.mode}
 
     def __repr__(self) -> str:
         return f"LiteLLMBackend(model={self.model!r})"
@@ -71,13 +92,17 @@ class LiteLLMBackend:
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
     ) -> Completion:
         kwargs = dict(self.request)
-        if self.use_structured_output and schema is not None:
-            kwargs["response_format"] = schema
+        if schema is not None and "max_tokens" not in kwargs:
+            kwargs["max_tokens"] = reply_token_budget(schema, messages)
+        sent, response_format = self.formats.response_format(schema)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
         start = time.perf_counter()
         try:
             reply = await in_thread(
                 self._litellm.completion, model=self.model, messages=list(messages), **kwargs
             )
         except Exception as exc:
-            raise as_backend_error(exc) from exc
+            error = as_backend_error(exc)
+            raise (self.formats.refused(sent, error) if response_format else error) from exc
         return completion_of(reply, time.perf_counter() - start)

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from contextlens.backend import (
     BackendConnectionError,
+    BackendTimeout,
     ChatBackend,
     Completion,
     InvalidReply,
@@ -63,9 +64,18 @@ class LLMJudge:
         retry: RetryPolicy | None = None,
     ) -> None:
         self.backend = backend
+        if max_concurrency is None:
+            max_concurrency = getattr(backend, "concurrency", None)
         self.limiter = limiter or limiter_for(backend.key, max_concurrency)
+        if max_concurrency is not None:
+            self.limiter.origin = f"set to {max_concurrency}"
         self.cache = cache if cache is not None else NullCache()
-        self.retry = retry or RetryPolicy()
+        if retry is None:  # the backend's own timeout, when it has one (a local server's is long)
+            retry = RetryPolicy()
+            timeout = getattr(backend, "timeout", None)
+            if isinstance(timeout, (int, float)) and timeout > 0:
+                retry = replace(retry, timeout=timeout, budget=max(retry.budget, 3 * timeout))
+        self.retry = retry
         # The policy without its timeout: attempt() applies it per call, once a slot is held.
         self._untimed = replace(self.retry, timeout=None)
 
@@ -88,6 +98,17 @@ class LLMJudge:
             repeat=current_repeat.get(),
         )
 
+    async def _find_limit(self) -> tuple[int, str] | None:
+        """The limit a server reports (llama.cpp's slots), else one call at a time for a
+        local server that does not say; None for a remote API (the engine's default)."""
+        probe = getattr(self.backend, "server_slots", None)
+        slots = await probe() if callable(probe) else None
+        if slots:
+            return slots, f"{slots} slot(s) reported by the server"
+        if getattr(self.backend, "local", False):
+            return 1, "a local server that does not report its slots: one call at a time"
+        return None
+
     def _record(self, **counts: Any) -> None:
         accounting.record(judge=self.name, model=self.backend.model, **counts)
 
@@ -99,6 +120,8 @@ class LLMJudge:
             if cached is not None:
                 self._record(cache_hits=1)
                 return cached
+
+        await self.limiter.settle(self._find_limit)
 
         def send() -> Awaitable[Completion]:
             return self.backend.complete(messages, schema=schema)
@@ -118,10 +141,14 @@ class LLMJudge:
                 except BackendConnectionError as exc:  # no reply came: a retry, not a call
                     self._record(dropped=int(exc.connected))
                     raise
+                except BackendTimeout:  # the server is slower than its load: ease off
+                    self.limiter.on_timeout()
+                    self._record(calls=1)
+                    raise
                 except BaseException:  # an error reply, a timeout, a cancellation
                     self._record(calls=1)
                     raise
-                self._record(calls=1, usage=reply.usage)
+                self._record(calls=1, usage=reply.usage, seconds=reply.latency)
             self.limiter.on_success()
             return reply
 

@@ -8,6 +8,7 @@ content, no retries, no sleeping. Failures are raised as the backend contract's 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import os
 import time
@@ -30,11 +31,16 @@ from contextlens.backend import (
     http_error,
     retry_after_from,
 )
+from contextlens.judges.formats import FormatNegotiation
+from contextlens.judges.schema import reply_token_budget
 from contextlens.sync import PerLoop
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAICompatBackend"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAICompatBackend", "is_local"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: Seconds per call for a remote API, and for a server on this machine or network (a model on
+#: a CPU takes its time, and nobody else is kept waiting).
+DEFAULT_TIMEOUT, LOCAL_TIMEOUT = 60.0, 300.0
 _MAX_ERROR_CHARS = 300
 
 
@@ -85,11 +91,18 @@ class OpenAICompatBackend:
             ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``.
         api_key: sent as ``Authorization: Bearer``; default env ``OPENAI_API_KEY``. When
             neither is set (or ``api_key=""``) no Authorization header is sent.
-        temperature, seed, max_tokens: sent when not ``None``.
-        timeout: seconds for connecting, sending and reading (waiting for a free pooled
-            connection does not count).
-        use_structured_output: when a schema is given, ask for it via
-            ``response_format={"type": "json_schema", ...}``.
+        temperature, seed: sent when not ``None``.
+        max_tokens: the completion tokens allowed per call; ``None`` sizes them from the
+            reply schema (:func:`~contextlens.judges.schema.reply_token_budget`), so a reply
+            cannot run away.
+        timeout: seconds per call from when it is sent (connecting, sending, reading);
+            default 60, or 300 for a server on this machine or the local network.
+        structured_output: ``"auto"`` (default), ``"json_schema"``, ``"json_object"`` or
+            ``"off"``: see :mod:`contextlens.judges.formats`. ``use_structured_output``
+            (True/False) is the older switch: True is ``"auto"``, False ``"off"``.
+        concurrency: calls in flight at most; ``None`` takes what a local server reports
+            (llama.cpp's ``/props`` slots), else one at a time for a local server and the
+            engine's default for a remote one.
         extra_body: merged into every request body last (so it may override fields).
         headers: extra HTTP headers.
 
@@ -110,8 +123,10 @@ class OpenAICompatBackend:
         temperature: float | None = 0.0,
         seed: int | None = None,
         max_tokens: int | None = None,
-        timeout: float = 60.0,
-        use_structured_output: bool = False,
+        timeout: float | None = None,
+        use_structured_output: bool | None = None,
+        structured_output: str | None = None,
+        concurrency: int | None = None,
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
@@ -122,8 +137,14 @@ class OpenAICompatBackend:
         self.temperature = temperature
         self.seed = seed
         self.max_tokens = max_tokens
+        self.local = is_local(self.base_url)
+        if timeout is None:
+            timeout = LOCAL_TIMEOUT if self.local else DEFAULT_TIMEOUT
         self.timeout = timeout
-        self.use_structured_output = use_structured_output
+        self.concurrency = concurrency
+        self.formats = FormatNegotiation(
+            structured_output if structured_output is not None else use_structured_output
+        )
         self.extra_body = dict(extra_body or {})
         self.headers = dict(headers or {})
         self._sessions = PerLoop(lambda: _LoopSession(self.base_url, self.timeout))
@@ -135,6 +156,11 @@ class OpenAICompatBackend:
         )
 
     @property
+    def use_structured_output(self) -> bool:
+        """Whether replies are asked for in a response format (any mode but ``"off"``)."""
+        return self.formats.mode != "off"
+
+    @property
     def params(self) -> dict[str, Any]:
         """The request parameters that change replies (part of the cache key)."""
         return {
@@ -142,8 +168,28 @@ class OpenAICompatBackend:
             "temperature": self.temperature,
             "seed": self.seed,
             "max_tokens": self.max_tokens,
+            "structured_output": self.formats.mode,
             "extra_body": self.extra_body,
         }
+
+    async def server_slots(self) -> int | None:
+        """How many requests a local server serves at once, where it says so (llama.cpp's
+        ``GET /props``: ``total_slots``); None for a remote server or one that does not."""
+        if not self.local:
+            return None
+        root = self.base_url.removesuffix("/v1")
+        opened = await self._sessions.get().ready()
+        try:
+            async with opened.session.get(
+                f"{root}/props", headers=self._request_headers(), allow_redirects=False
+            ) as response:
+                if response.status != 200:
+                    return None
+                data = json.loads(await response.read())
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            return None
+        slots = data.get("total_slots") if isinstance(data, dict) else None
+        return slots if isinstance(slots, int) and slots > 0 else None
 
     @property
     def key(self) -> str:
@@ -177,17 +223,14 @@ class OpenAICompatBackend:
             body["temperature"] = self.temperature
         if self.seed is not None:
             body["seed"] = self.seed
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
-        if self.use_structured_output and schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": schema.__name__,
-                    "schema": schema.model_json_schema(),
-                    "strict": False,
-                },
-            }
+        max_tokens = self.max_tokens
+        if max_tokens is None and schema is not None:
+            max_tokens = reply_token_budget(schema, messages)
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        _, response_format = self.formats.response_format(schema)
+        if response_format is not None:
+            body["response_format"] = response_format
         body.update(self.extra_body)
         return body
 
@@ -214,6 +257,7 @@ class OpenAICompatBackend:
         and :class:`FatalError` when a 200 reply has no usable content.
         """
         url = f"{self.base_url}/chat/completions"
+        sent = self.formats.current
         body = self._body(messages, schema)
         opened = await self._sessions.get().ready()
         started = time.perf_counter()
@@ -239,11 +283,12 @@ class OpenAICompatBackend:
         latency = time.perf_counter() - started
         text = raw.decode("utf-8", errors="replace")  # for messages; the parse reads bytes
         if status >= 400:
-            raise http_error(
+            error = http_error(
                 status,
                 self._redact(_error_message(text, response.reason)),
                 retry_after_from(headers),
             )
+            raise self.formats.refused(sent, error) if schema is not None else error
         try:
             data = json.loads(raw)
         except ValueError:
@@ -261,6 +306,18 @@ class OpenAICompatBackend:
         refusal = message.get("refusal") if isinstance(message, dict) else None
         detail = f"refusal: {refusal!r}" if refusal else f"message: {message!r}"
         raise FatalError(self._redact(f"reply has no text content ({detail})"))
+
+
+def is_local(url: str) -> bool:
+    """Whether ``url`` is on this machine or a private network (a server the user runs)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".local"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def _env_proxy(url: str) -> str | None:

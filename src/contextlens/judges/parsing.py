@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from contextlens.backend import Message
 from contextlens.judges.base import DEFAULT_BOS, DEFAULT_EOS
+from contextlens.judges.schema import wire_schema_json
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -113,21 +114,10 @@ def parse_reply(
     return validate(extract_json(text, bos, eos), schema)
 
 
-@lru_cache(maxsize=256)
 def compact_schema_json(schema: type[BaseModel]) -> str:
-    """The model's JSON schema as compact JSON text, without titles and the class docstring
-    (fewer prompt tokens); computed once per schema class."""
-
-    def strip(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items() if k != "title"}
-        if isinstance(node, list):
-            return [strip(v) for v in node]
-        return node
-
-    out = strip(schema.model_json_schema())
-    out.pop("description", None)
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+    """The reply schema as the prompt shows it and a backend sends it: compact JSON of
+    :func:`~contextlens.judges.schema.wire_schema`."""
+    return wire_schema_json(schema)
 
 
 @lru_cache(maxsize=256)

@@ -14,6 +14,7 @@ from string import Template
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from contextlens.backend import Message
+from contextlens.errors import JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judge
 from contextlens.judges.parsing import format_instructions
 from contextlens.schemas import MetricResult
@@ -266,3 +267,26 @@ def too_long(texts: Iterable[tuple[str, str]], limit: int) -> str | None:
                 f"{limit:,} tokens per embedded text; not scored"
             )
     return None
+
+
+#: Characters of a judge's last reply kept with a failed item.
+MAX_RAW_REPLY = 2000
+
+
+def raw_reply(exc: JudgeError) -> dict[str, str]:
+    """``{"raw_reply": ...}``: what the judge last said when its reply could not be used (so
+    a user sees it in results.jsonl and the report); empty when no reply came."""
+    if not exc.raw:
+        return {}
+    raw = exc.raw if len(exc.raw) <= MAX_RAW_REPLY else exc.raw[:MAX_RAW_REPLY] + "..."
+    return {"raw_reply": raw}
+
+
+#: Said with every offline run: the offline scorers' calibration does not carry from one kind
+#: of data to another (``benchmarks/select_support.py`` prints the expected calibration error
+#: per held-out source), so their scores order items but their level is not a probability on
+#: the user's data.
+OFFLINE_SCALE_NOTE = (
+    "Offline scores rank items; their scale does not carry over to your data (a 0.7 here is "
+    "not a 70 % chance). Set a pass mark with `contextlens calibrate` on your own labels."
+)

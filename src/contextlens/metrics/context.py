@@ -23,14 +23,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import Field
 
 from contextlens.backend import Message
 from contextlens.errors import JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Reply
+from contextlens.judges.schema import Score, text_field
 from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
+    MAX_RAW_REPLY,
     Services,
     build_messages,
     data_block,
@@ -51,8 +52,8 @@ __all__ = ["ContextAwareness", "ContextVerdict", "Interaction", "context_message
 class ContextVerdict(Reply):
     """What the judge returns for one interaction."""
 
-    reason: str = Field(description="one or two sentences naming any deviation from the context")
-    score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False, description="0.0 to 1.0")
+    reason: str = text_field("one or two sentences naming any deviation from the context", 600)
+    score: Score
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Interaction:
     reason: str | None = None
     error: str | None = None
     weight: float | None = None
+    raw_reply: str | None = None  # the judge's last reply when it could not be used
 
 
 def context_messages(session: Dataset, batch: Batch, fence: Fence = DEFAULT_FENCE) -> list[Message]:
@@ -153,7 +155,7 @@ class ContextAwareness:
             verdict = await services.judge.judge(messages, ContextVerdict, fence=self.fence)
         except JudgeError as exc:
             log.debug("session %s, %s: failed: %s", session.session_id, batch.qa_id, exc)
-            return Interaction(batch.qa_id, None, error=str(exc))
+            return Interaction(batch.qa_id, None, error=str(exc), raw_reply=exc.raw)
         out = verdict.output
         return Interaction(batch.qa_id, out.score, out.reason)
 
@@ -208,7 +210,7 @@ class ContextAwareness:
             "n_failed": len(failed),
             "ci_low": estimate.ci_low,
             "ci_high": estimate.ci_high,
-            "interactions": [asdict(i) for i in interactions],
+            "interactions": [_interaction_details(i) for i in interactions],
         }
         if not scored:
             first = failed[0].error if failed else "the session has no interactions"
@@ -226,3 +228,12 @@ class ContextAwareness:
                 f"first {failed[0].qa_id}: {failed[0].error})"
             )
         return MetricResult(metric=self.name, score=estimate.value, reason=reason, details=details)
+
+
+def _interaction_details(interaction: Interaction) -> dict[str, Any]:
+    """An interaction as ``details`` list it; ``raw_reply`` only when there is one."""
+    out = asdict(interaction)
+    raw = out.pop("raw_reply")
+    if raw:
+        out["raw_reply"] = raw[:MAX_RAW_REPLY]
+    return out

@@ -28,6 +28,7 @@ from pydantic import (
 from contextlens.backend import Message
 from contextlens.errors import InputError, JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Reply
+from contextlens.judges.schema import Score, text_field
 from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
@@ -35,6 +36,7 @@ from contextlens.metrics.base import (
     build_messages,
     data_block,
     prompt_over_budget,
+    raw_reply,
     size_limit,
     too_long,
 )
@@ -94,8 +96,8 @@ class PrecisionCase(BaseModel):
 class PrecisionVerdict(Reply):
     """What the judge returns for one case: the reason first, then the score."""
 
-    reason: str = Field(description="what agrees with the expected output and what does not")
-    score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False, description="0.0 to 1.0")
+    reason: str = text_field("what agrees with the expected output and what does not", 600)
+    score: Score
 
 
 class FewShotExampleContextPrecision(BaseModel):
@@ -323,6 +325,7 @@ class ContextPrecisionScorer:
             judgement = await services.judge.judge(messages, PrecisionVerdict)
         except JudgeError as exc:
             log.debug("%s: judge failed: %s", self.name, exc)
+            details.update(raw_reply(exc))
             return MetricResult(metric=self.name, score=None, error=str(exc), details=details)
         usage = judgement.usage
         details.update(
@@ -352,7 +355,8 @@ class ContextPrecisionScorer:
             details = {"judge": "offline", "max_embed_tokens": self.max_embed_tokens}
             return MetricResult(metric=self.name, score=None, error=too_big, details=details)
         [estimate] = await score_precision(
-            [PrecisionItem(case.output, case.expected_output, case.context)], services.embedder
+            [PrecisionItem(case.output, case.expected_output, case.context, case.input)],
+            services.embedder,
         )
         details: dict[str, Any] = {"judge": "offline", "components": estimate.components}
         if estimate.error is not None:

