@@ -10,10 +10,10 @@ to ``python -m llama_cpp.server``, and ``llama:PATH.gguf``) it runs, with the ca
 demo's TechStore sessions (``context``, 7 interactions) and ``examples/data/rag_cases.jsonl``
 (5 cases) through ``context-precision`` and ``contextual-relevancy``; then the first two again
 through the server with ``structured_output=off`` (the prompt alone describes the reply), to
-show what constrained decoding buys. It prints per run: the
-items and interactions scored and failed, judge calls, re-asks of invalid replies, timeouts,
-completion tokens, seconds per call (as the engine measured them, from when each call was
-sent) and the wall time. With constrained output every item must be scored (asserted): a
+show what constrained decoding buys. It prints per run: the items (and a session's replies),
+how many failed (replies, for sessions), judge calls, retries, timeouts, completion tokens,
+seconds per call (as the engine measured them, from when each call was sent) and the wall
+time. With constrained output every item must be scored (asserted): a
 failure prints its reason and the judge's last reply.
 """
 
@@ -85,7 +85,8 @@ def one_run(
         counts = run.accounting["by_metric"].get(name, {})
         results = [r for r in run.results if r.metric == name]
         interactions = [i for r in results for i in r.details.get("interactions", [])]
-        failed = [r for r in results if r.failed] + [i for i in interactions if i["error"]]
+        # a session is scored from its replies: count the replies that failed
+        failed = [i for i in interactions if i["error"]] or [r for r in results if r.failed]
         for item in failed if must_pass else []:
             print(f"FAILED {label} {name}: {item}", file=sys.stderr)
         calls = counts.get("calls", 0)

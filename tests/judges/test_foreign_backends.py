@@ -23,6 +23,7 @@ from contextlens.backend import (
 from contextlens.engine.limiter import limiter_for
 from contextlens.judges import LangChainBackend, LiteLLMBackend
 from contextlens.judges.errors import as_backend_error, is_reply_error
+from contextlens.judges.schema import DEFAULT_REPLY_TOKENS
 from contextlens.testing import FakeOpenAIServer
 
 URL = "http://127.0.0.1:9/v1/chat/completions"
@@ -149,3 +150,24 @@ def test_server_errors_are_retried_and_bad_requests_are_not(kind):
         [item] = run.results
         assert item.failed and "404" in item.error and server.calls == 0
         assert run.summaries["context_precision"].accounting["retries"] == 0
+
+
+@pytest.mark.parametrize("kind", ["langchain", "litellm"])
+def test_the_reply_schema_goes_as_response_format_and_steps_down_when_refused(kind):
+    with FakeOpenAIServer(formats=("text", "json_object"), latency=0.01) as server:
+        backend = backends(server)[kind]
+        run = evaluate(
+            CASES[:4],
+            ["context-precision"],
+            judge=backend,
+            max_concurrency=1,
+            cache=False,
+            progress=False,
+        )
+        kinds = [(r.get("response_format") or {}).get("type") for r in server.requests]
+        last = server.requests[-1]
+    assert run.summaries["context_precision"].n_failed == 0
+    assert kinds == ["json_schema", "json_object", "json_object", "json_object", "json_object"]
+    assert last["response_format"]["schema"]["properties"]["score"]["enum"][0] == 0.0
+    if kind == "litellm":  # sized from the schema; a LangChain model keeps its own setting
+        assert last["max_tokens"] == DEFAULT_REPLY_TOKENS

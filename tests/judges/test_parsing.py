@@ -88,3 +88,9 @@ def test_the_last_fenced_verdict_wins_over_a_quoted_one():
         '```json\n{"reason": "unsupported", "score": 0.2}\n```'
     )
     assert parse_reply(text, Verdict).score == 0.2
+
+
+def test_a_raw_newline_inside_a_string_is_taken_as_it_is():
+    """llama.cpp's JSON grammar lets control characters through inside strings."""
+    reply = '{"reason": "first line\nsecond line", "score": 0.5}'
+    assert extract_json(reply) == {"reason": "first line\nsecond line", "score": 0.5}

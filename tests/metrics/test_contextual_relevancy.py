@@ -161,7 +161,7 @@ def test_the_wire_schema_states_every_rule_a_grammar_needs():
     assert "$ref" not in json.dumps(wire) and "$defs" not in wire
     # a call's schema bounds the statements of a chunk, so a looping model cannot go on
     capped = wire_schema(reply_schema(["One. Two.", "Three."], True))
-    assert capped["properties"]["chunks"]["items"]["properties"]["statements"]["maxItems"] == 7
+    assert capped["properties"]["chunks"]["items"]["properties"]["statements"]["maxItems"] == 6
 
 
 def test_a_failed_judge_is_a_result_with_the_error_not_a_zero():

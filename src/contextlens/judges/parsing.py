@@ -26,7 +26,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a valid JSON number")
 
 
-_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+#: ``strict=False``: a raw newline or tab inside a string is taken as it is. Models write them,
+#: and llama.cpp's JSON grammar lets them through.
+_decoder = json.JSONDecoder(parse_constant=_reject_constant, strict=False)
 
 
 def _objects(text: str) -> list[dict[str, Any]]:

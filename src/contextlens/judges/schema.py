@@ -13,6 +13,7 @@ stays the check for replies that were not constrained.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Annotated, Any
@@ -91,14 +92,51 @@ def wire_schema_json(schema: type[BaseModel]) -> str:
     return _wire(schema, False)
 
 
+#: Characters per token assumed when sizing a reply from its longest form: fewer than the 3
+#: to 4 of English text, since a small model that fills a field up to its length bound
+#: tends to write repetitive or odd text that tokenises worse.
+CHARS_PER_TOKEN = 2.5
+
+
+def _max_chars(node: Any) -> int | None:
+    """The length of the longest JSON text ``node`` (a bounded wire schema) admits, or None
+    when it has no bound (a string without ``maxLength``, an array without ``maxItems``)."""
+    if "enum" in node:
+        return max(len(json.dumps(v)) for v in node["enum"])
+    kind = node.get("type")
+    if kind == "object":
+        parts = [_max_chars(v) for v in node.get("properties", {}).values()]
+        if any(p is None for p in parts):
+            return None
+        keys = sum(len(k) + 4 for k in node.get("properties", {}))
+        return 2 + keys + sum(p for p in parts if p is not None)
+    if kind == "array":
+        item = _max_chars(node.get("items", {}))
+        if item is None or "maxItems" not in node:
+            return None
+        return 2 + node["maxItems"] * (item + 2)
+    if kind == "string":
+        return node["maxLength"] + 2 if "maxLength" in node else None
+    if kind in ("number", "integer"):
+        return 24
+    if kind == "boolean":
+        return 5
+    return None
+
+
 def reply_token_budget(schema: type[BaseModel] | None, messages: Sequence[Message]) -> int:
     """The completion tokens a reply in ``schema`` to ``messages`` needs at most.
 
-    A schema says so with a class method ``reply_tokens(messages) -> int`` (a reply that
-    restates the prompt's chunks needs room in proportion to them); otherwise
-    :data:`DEFAULT_REPLY_TOKENS`.
+    Enough for the longest reply the bounded schema admits (so a grammar-constrained reply is
+    never cut off), and at least what the schema asks for with a class method
+    ``reply_tokens(messages) -> int`` (a reply that restates the prompt's chunks needs room in
+    proportion to them) or :data:`DEFAULT_REPLY_TOKENS`.
     """
-    budget = getattr(schema, "reply_tokens", None)
-    if callable(budget):
-        return int(budget(messages))
-    return DEFAULT_REPLY_TOKENS
+    if schema is None:
+        return DEFAULT_REPLY_TOKENS
+    hint = getattr(schema, "reply_tokens", None)
+    budget = int(hint(messages)) if callable(hint) else DEFAULT_REPLY_TOKENS
+    longest = _max_chars(wire_schema(schema, bounded=True))
+    if longest is not None:
+        budget = max(budget, math.ceil(longest / CHARS_PER_TOKEN) + 32)
+    return budget

@@ -52,7 +52,7 @@ __all__ = ["ContextAwareness", "ContextVerdict", "Interaction", "context_message
 class ContextVerdict(Reply):
     """What the judge returns for one interaction."""
 
-    reason: str = text_field("one or two sentences naming any deviation from the context", 600)
+    reason: str = text_field("one or two sentences naming any deviation from the context", 400)
     score: Score
 
 

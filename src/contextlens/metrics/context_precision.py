@@ -96,7 +96,7 @@ class PrecisionCase(BaseModel):
 class PrecisionVerdict(Reply):
     """What the judge returns for one case: the reason first, then the score."""
 
-    reason: str = text_field("what agrees with the expected output and what does not", 600)
+    reason: str = text_field("what agrees with the expected output and what does not", 400)
     score: Score
 
 

@@ -120,8 +120,8 @@ def verdicts_schema(
     statement = create_model(
         "Statement",
         __base__=Reply,
-        statement=(str, text_field("one fact or claim of the chunk, in a few words", 300)),
-        reason=(str, text_field("at most ten words", 150)),
+        statement=(str, text_field("one fact or claim of the chunk, in a few words", 160)),
+        reason=(str, text_field("at most ten words", 80)),
         verdict=(Literal["yes", "no"], ...),
     )
     chunk = create_model(
@@ -145,7 +145,7 @@ def verdicts_schema(
     if with_reason:
         fields["reason"] = (
             str,
-            text_field("one or two sentences on how relevant the context is overall", 600),
+            text_field("one or two sentences on how relevant the context is overall", 300),
         )
     model = create_model("ContextualRelevancy", __base__=VerdictsReply, **fields)
     model.n_chunks = n_chunks
@@ -154,15 +154,15 @@ def verdicts_schema(
 
 def reply_schema(chunks: Sequence[str], with_reason: bool) -> type[VerdictsReply]:
     """The reply schema of a call judging ``chunks``: one entry per chunk, each with at most
-    twice as many statements as the longest chunk has sentences, plus three."""
+    twice as many statements as the longest chunk has sentences, plus two (six at least)."""
     longest = max((len(sentences(c)) for c in chunks), default=1)
-    return verdicts_schema(len(chunks), with_reason, 2 * longest + 3)
+    return verdicts_schema(len(chunks), with_reason, max(6, 2 * longest + 2))
 
 
 class ReasonReply(Reply):
     """The reply to a template's ``generate_reason`` prompt."""
 
-    reason: str = text_field("why the context scores as it does", 600)
+    reason: str = text_field("why the context scores as it does", 400)
 
 
 # --- prompts --------------------------------------------------------------------------------

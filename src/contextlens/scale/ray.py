@@ -3,7 +3,7 @@ local run.
 
 ``evaluate(cases, metrics, executor="ray")`` (or ``executor=RayExecutor(address=...,
 num_workers=...)``), :func:`evaluate_dataset` for a ``ray.data.Dataset``, and
-``contextlens run ... --ray [ADDRESS|auto]`` all come here.
+``contextlens run ... --ray ADDRESS|auto|local`` all come here.
 
 * **Workers** are Ray actors, each running :func:`contextlens.runner.aevaluate` (the same
   scoring, cache, retries and accounting as a local run) on batches of cases; an actor loads
@@ -159,6 +159,7 @@ class ClusterLimiter(Limiter):
         super().__init__(limit)
         self._actor = actor
         self.holder = holder
+        self._sent: list[Any] = []  # outcomes told to the permit actor, not yet confirmed
         if origin is not None:  # the limit was settled where the run started
             self.origin = origin
 
@@ -191,14 +192,22 @@ class ClusterLimiter(Limiter):
         self._actor.release.remote(self.holder)
 
     def on_success(self) -> None:
-        self._actor.event.remote("on_success")
+        self._sent.append(self._actor.event.remote("on_success"))
 
     def on_rate_limited(self) -> None:
         self.rate_limited += 1
-        self._actor.event.remote("on_rate_limited")
+        self._sent.append(self._actor.event.remote("on_rate_limited"))
 
     def on_timeout(self) -> None:
-        self._actor.event.remote("on_timeout")
+        self._sent.append(self._actor.event.remote("on_timeout"))
+
+    async def flush(self) -> None:
+        """Wait until the permit actor has taken in every outcome told so far."""
+        sent, self._sent = self._sent, []
+        try:
+            await asyncio.gather(*sent)
+        except ray.exceptions.RayActorError:
+            _driver_gone()
 
     def configure(self, limit: int) -> None:
         super().configure(limit)
@@ -301,6 +310,7 @@ class _Worker:
             progress=False,
             keep_results=True,
         )
+        await asyncio.gather(*(lim.flush() for lim in self.limiters.values()))
         if folder is not None:
             os.replace(folder.path, final)
         payload = _payload(shard, run.results, index, run.summaries, run.accounting)
