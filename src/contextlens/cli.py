@@ -426,6 +426,7 @@ def _finish(
     config: dict,
     data: Path,
     fingerprint: str | None,
+    offline_note: bool = True,
 ) -> None:
     """Write the report into the run's folder, record the run as completed, point
     ``latest`` at it, and print the table and where the files are."""
@@ -436,7 +437,7 @@ def _finish(
         runs_store.record(result, config=config, dataset=str(data), dataset_fingerprint=fingerprint)
     folder.complete()
     out.print(summary_table(result))
-    if any(s.judge == "offline" for s in result.summaries.values()):
+    if offline_note and any(s.judge == "offline" for s in result.summaries.values()):
         from contextlens.metrics.base import OFFLINE_SCALE_NOTE
 
         out.print(line(OFFLINE_SCALE_NOTE))
@@ -486,7 +487,16 @@ def demo(
             out.print(
                 line(f"  {inter['qa_id']} ", mark, f" {inter['score']:.2f}  ", inter["reason"])
             )
-    _finish(result, folder, None, config={"demo": True}, data=data, fingerprint=None)
+    # an offline demo said it at the top, where its PASS marks are
+    _finish(
+        result,
+        folder,
+        None,
+        config={"demo": True},
+        data=data,
+        fingerprint=None,
+        offline_note=False,
+    )
 
 
 @app.command()
