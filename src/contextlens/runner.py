@@ -19,7 +19,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence, Sized
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -151,6 +151,16 @@ class _Tally:
     n: int = 0
     failed: int = 0
     seconds: float = 0.0
+
+    def add(self, index: int, scores: list[float | None], failed: bool) -> None:
+        """One item of the case at ``index``: its scores (one per repeat) and whether it
+        failed."""
+        self.n += 1
+        self.failed += failed
+        self.scores.append((index, scores))
+
+    def add_item(self, index: int, item: ItemResult) -> None:
+        self.add(index, item.repeats or [item.score], item.failed)
 
 
 def _as_case(raw: Any, index: int) -> Case:
@@ -400,16 +410,8 @@ async def aevaluate(
     keep_results: bool | None = None,
 ) -> EvalRun:
     """Evaluate ``cases`` with ``metrics``; see :func:`evaluate`."""
-    if not metrics:
-        raise ValueError("no metrics given")
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    if max_concurrency is not None and max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-    cores = [as_metric(m) for m in metrics]
+    cores = checked_metrics(metrics, repeats, max_concurrency)
     names = [m.name for m in cores]
-    if len(set(names)) != len(names):
-        raise ValueError(f"two metrics share a name: {names}")
     store = open_cache(cache)
     bound = _bind(cores, judge, embedder, store, max_concurrency)
     checks = _CaseChecks(bound)
@@ -446,10 +448,7 @@ async def aevaluate(
         done = await asyncio.gather(*(one_metric(b, case, case_id) for b in applicable))
         for item in done:
             sink.write(item)
-            tally = tallies[item.metric]
-            tally.n += 1
-            tally.failed += item.failed
-            tally.scores.append((index, item.repeats if item.repeats else [item.score]))
+            tallies[item.metric].add_item(index, item)
             if keep:
                 kept.append((index, item))
         cases_done += 1
@@ -491,6 +490,54 @@ async def aevaluate(
     finally:
         sink.close()
 
+    return finish_run(
+        bound,
+        tallies,
+        mode,
+        ledger,
+        started=started,
+        t0=t0,
+        repeats=repeats_eff,
+        folder=folder,
+        kept=kept,
+        complete=not isinstance(out, RunFolder),  # a caller's own RunFolder is theirs
+    )
+
+
+def checked_metrics(
+    metrics: Sequence[Any], repeats: int, max_concurrency: int | None
+) -> list[Metric[Any]]:
+    """The metric cores of a run, once its settings are checked (ValueError naming the one
+    that is wrong)."""
+    if not metrics:
+        raise ValueError("no metrics given")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if max_concurrency is not None and max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+    cores = [as_metric(m) for m in metrics]
+    names = [m.name for m in cores]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two metrics share a name: {names}")
+    return cores
+
+
+def finish_run(
+    bound: Sequence[_Bound],
+    tallies: Mapping[str, _Tally],
+    mode: StatisticalMode,
+    ledger: Ledger,
+    *,
+    started: datetime,
+    t0: float,
+    repeats: int,
+    folder: RunFolder | None,
+    kept: list[tuple[int, ItemResult]],
+    complete: bool,
+) -> EvalRun:
+    """The :class:`EvalRun` of a finished run: summaries from the tallies, the ledger's
+    accounting, the kept items in case order; with a folder, ``summary.json`` is written and
+    (``complete``) the folder recorded as the newest."""
     judges = [b.judge_name for b in bound if b.judge_name is not None]
     summaries = {
         b.metric.name: _summary(b.metric.name, tallies[b.metric.name], mode, ledger).model_copy(
@@ -504,7 +551,7 @@ async def aevaluate(
         duration_s=round(time.perf_counter() - t0, 3),
         judge=", ".join(dict.fromkeys(judges)) or "offline",
         embedder=", ".join(dict.fromkeys(b.services.embedder.name for b in bound)),
-        repeats=repeats_eff,
+        repeats=repeats,
         summaries=summaries,
         accounting=ledger.to_dict(),
         out_dir=str(folder.path) if folder is not None else None,
@@ -514,7 +561,7 @@ async def aevaluate(
         (folder.path / "summary.json").write_text(
             json.dumps(run.model_dump(exclude={"results"}), indent=2), encoding="utf-8"
         )
-        if not isinstance(out, RunFolder):  # a caller's own RunFolder is theirs to complete
+        if complete:
             folder.complete()
     return run
 

@@ -188,7 +188,20 @@ def fingerprint_cases(cases: Iterable[Any]) -> str:
 # --------------------------------------------------------------------------- models
 
 
-class RunInfo(BaseModel):
+class RunProcess(BaseModel):
+    """How a recorded run went as a process: its ``status`` (``running``, ``completed``,
+    ``failed`` with ``error`` saying why, or ``interrupted``), the ``command`` run in ``cwd``
+    that started it (and resumes it), and its process id and host while it runs."""
+
+    status: str = COMPLETED
+    error: str | None = None
+    command: str | None = None
+    cwd: str | None = None
+    pid: int | None = None
+    host: str | None = None
+
+
+class RunInfo(RunProcess):
     """One line of :meth:`RunStore.list_runs`: a run at a glance.
 
     ``status``: ``running``, ``completed``, ``failed`` (``error`` says why) or
@@ -204,16 +217,10 @@ class RunInfo(BaseModel):
     n_items: int
     n_failed: int
     means: dict[str, float | None]
-    status: str = COMPLETED
-    error: str | None = None
-    command: str | None = None
-    cwd: str | None = None
-    pid: int | None = None
-    host: str | None = None
     out_dir: str | None = None
 
 
-class StoredRun(EvalRun):
+class StoredRun(EvalRun, RunProcess):
     """An :class:`EvalRun` read back from a :class:`RunStore`, plus what was recorded with it.
 
     ``iter_results()`` streams the items from the store (unless ``results`` was filled by
@@ -225,12 +232,6 @@ class StoredRun(EvalRun):
     dataset_fingerprint: str | None = None
     versions: dict[str, str | None] = Field(default_factory=dict)
     recorded_at: str | None = None
-    status: str = COMPLETED
-    error: str | None = None
-    command: str | None = None
-    cwd: str | None = None
-    pid: int | None = None
-    host: str | None = None
     _store_path: str | None = PrivateAttr(default=None)
 
     def iter_results(self) -> Iterator[ItemResult]:

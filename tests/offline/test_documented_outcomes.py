@@ -5,23 +5,29 @@ these strings.
 """
 
 import asyncio
+import runpy
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from contextlens import ContextPrecision
+from contextlens import Context, ContextPrecision
 from contextlens.embeddings.minilm import default_embedder
 from contextlens.offline.support import SupportItem, score_support
 
-TECHSTORE = """You are a helpful customer service assistant for TechStore.
-        Key policies:
-        - Returns accepted within 30 days with receipt
-        - Free shipping on orders over $50
-        - Support hours: Mon-Fri 9am-5pm EST
-        Always be polite and offer to help further."""
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 OPIK_CONTEXT = [
     "France is a country in Western Europe. Its capital is Paris, which is known for "
     "landmarks like the Eiffel Tower."
 ]
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[None]:
+    """The example reads its judge from CONTEXTLENS_JUDGE: unset, it runs offline."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("CONTEXTLENS_JUDGE", raising=False)
+        yield
 
 
 def support(reply: str, evidence: list[str], question: str = "") -> float:
@@ -30,20 +36,21 @@ def support(reply: str, evidence: list[str], question: str = "") -> float:
     return result.score
 
 
-def test_techstore_q2_restates_its_context_and_passes_09():
-    score = support(
-        "Yes, free shipping on orders over $50.",
-        [TECHSTORE, "Free shipping on orders over $50.", ""],
-        "Do you offer free shipping?",
-    )
-    assert score >= 0.9
+@pytest.fixture(scope="module")
+def techstore(monkeypatch_module: None) -> dict[str, float]:
+    """gaussia's TechStore example as its users run it (``Context.run`` on the example's
+    retriever, no judge): each interaction's score."""
+    retriever = runpy.run_path(str(EXAMPLES / "context_techstore.py"), run_name="example")
+    [session] = Context.run(retriever["ContextTestRetriever"])
+    return {i.qa_id: i.context_awareness for i in session.interactions}
 
 
-def test_techstore_q3_contradicting_the_hours_stays_under_01():
-    score = support(
-        "We're open 24/7!", [TECHSTORE, "Mon-Fri 9am-5pm EST.", ""], "What are your hours?"
-    )
-    assert score < 0.1
+def test_techstore_q2_restates_its_context_and_passes_09(techstore):
+    assert techstore["q2"] >= 0.9  # "Yes, free shipping on orders over $50."
+
+
+def test_techstore_q3_contradicting_the_hours_stays_under_01(techstore):
+    assert techstore["q3"] < 0.1  # "We're open 24/7!" against Mon-Fri 9am-5pm
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ import ray
 
 from contextlens import ContextPrecision, evaluate
 from contextlens.errors import InputError
+from contextlens.results import EvalRun
 from contextlens.runner import resolve_executor
 from contextlens.scale.ray import SHARDS, RayExecutor, evaluate_dataset
 from contextlens.testing import FakeOpenAIServer
@@ -166,19 +167,28 @@ def test_the_command_runs_on_the_cluster(cluster, tmp_path, run_cli):
     assert code == 2 and "--ray expects ADDRESS, auto or local" in output
 
 
+def judged_on_two_workers(
+    cases: list, server: FakeOpenAIServer, limit: int
+) -> tuple[EvalRun, RayExecutor]:
+    """``context-precision`` on two workers in batches of 8, judged by ``server`` with one
+    cluster-wide limit of ``limit`` calls in flight; the run and its executor."""
+    executor = RayExecutor(num_workers=2, batch_size=8)
+    run = evaluate(
+        cases,
+        ["context-precision"],
+        judge=f"{server.base_url}#judge",
+        max_concurrency=limit,
+        cache=False,
+        progress=False,
+        executor=executor,
+    )
+    return run, executor
+
+
 def test_the_cluster_never_sends_more_calls_at_once_than_the_limit(cluster):
     cases = make_cases(80)
     with FakeOpenAIServer(reply=scored_reply, latency=0.05, max_in_flight=3) as server:
-        executor = RayExecutor(num_workers=2, batch_size=8)
-        run = evaluate(
-            cases,
-            ["context-precision"],
-            judge=f"{server.base_url}#judge",
-            max_concurrency=3,
-            cache=False,
-            progress=False,
-            executor=executor,
-        )
+        run, executor = judged_on_two_workers(cases, server, limit=3)
         # Two workers, each with cases enough in flight to fill the limit alone, and the
         # server rejects any call over 3 at once: none was rejected, so none was over.
         assert server.status_counts == {200: 80}
@@ -193,16 +203,7 @@ def test_a_rate_limit_lowers_the_one_limit_of_the_cluster(cluster):
     with FakeOpenAIServer(
         reply=scored_reply, latency=0.02, fail_429_rate=0.15, retry_after="0.01"
     ) as server:
-        executor = RayExecutor(num_workers=2, batch_size=8)
-        run = evaluate(
-            cases,
-            ["context-precision"],
-            judge=f"{server.base_url}#judge",
-            max_concurrency=8,
-            cache=False,
-            progress=False,
-            executor=executor,
-        )
+        run, executor = judged_on_two_workers(cases, server, limit=8)
         rejected = server.status_counts.get(429, 0)
     (limits,) = executor.limits.values()
     assert rejected > 0

@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
-from contextlens.backend import BackendError, FormatRefused
-from contextlens.judges.schema import wire_schema
+from contextlens.backend import BackendError, FormatRefused, Message
+from contextlens.judges.schema import reply_token_budget, wire_schema
 
 __all__ = ["STRUCTURED_MODES", "FormatNegotiation", "structured_mode"]
 
@@ -72,6 +73,21 @@ class FormatNegotiation:
                 },
             }
         return sent, {"type": "json_object", "schema": wire_schema(schema, bounded=True)}
+
+    def reply_options(
+        self, schema: type[BaseModel] | None, messages: Sequence[Message], max_tokens: int | None
+    ) -> tuple[str, dict[str, Any]]:
+        """The format in use and the request fields that shape the reply: ``max_tokens``
+        (``max_tokens``, else sized from ``schema``) and ``response_format``."""
+        sent, response_format = self.response_format(schema)
+        options: dict[str, Any] = {}
+        if max_tokens is None and schema is not None:
+            max_tokens = reply_token_budget(schema, messages)
+        if max_tokens is not None:
+            options["max_tokens"] = max_tokens
+        if response_format is not None:
+            options["response_format"] = response_format
+        return sent, options
 
     def refused(self, sent: str, error: BackendError) -> BackendError:
         """``error`` as raised for a call sent with format ``sent``: in auto mode, a refusal

@@ -23,7 +23,6 @@ from contextlens.backend import Completion, InvalidReply, Message, Usage
 from contextlens.judges.errors import as_backend_error, is_reply_error
 from contextlens.judges.formats import FormatNegotiation
 from contextlens.judges.openai_compat import is_local
-from contextlens.judges.schema import wire_schema
 from contextlens.sync import call_user
 
 #: Attributes that name where a LangChain model sends its requests.
@@ -132,10 +131,7 @@ class LangChainBackend:
                 if mode == "json_schema":
                     runnable = self.chat_model.with_structured_output(schema, include_raw=True)
                 else:
-                    response_format = {
-                        "type": "json_object",
-                        "schema": wire_schema(schema, bounded=True),
-                    }
+                    _, response_format = self.formats.response_format(schema)
                     runnable = self.chat_model.bind(response_format=response_format)
             except (NotImplementedError, AttributeError, TypeError, ValueError):
                 if self.formats.mode != "auto":

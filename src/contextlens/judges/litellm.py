@@ -19,7 +19,6 @@ from contextlens.judges.errors import as_backend_error
 from contextlens.judges.formats import FormatNegotiation
 from contextlens.judges.openai_compat import is_local
 from contextlens.judges.openai_sdk import completion_of
-from contextlens.judges.schema import reply_token_budget
 from contextlens.sync import in_thread
 
 #: Keyword arguments that say how to reach the model, not what it answers: kept out of the
@@ -92,11 +91,8 @@ class LiteLLMBackend:
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
     ) -> Completion:
         kwargs = dict(self.request)
-        if schema is not None and "max_tokens" not in kwargs:
-            kwargs["max_tokens"] = reply_token_budget(schema, messages)
-        sent, response_format = self.formats.response_format(schema)
-        if response_format is not None:
-            kwargs["response_format"] = response_format
+        sent, options = self.formats.reply_options(schema, messages, kwargs.get("max_tokens"))
+        kwargs.update(options)
         start = time.perf_counter()
         try:
             reply = await in_thread(
@@ -104,5 +100,6 @@ class LiteLLMBackend:
             )
         except Exception as exc:
             error = as_backend_error(exc)
-            raise (self.formats.refused(sent, error) if response_format else error) from exc
+            structured = "response_format" in options
+            raise (self.formats.refused(sent, error) if structured else error) from exc
         return completion_of(reply, time.perf_counter() - start)

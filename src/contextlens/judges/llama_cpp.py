@@ -25,7 +25,6 @@ from pydantic import BaseModel
 from contextlens.backend import Completion, FatalError, Message, Usage
 from contextlens.errors import MissingExtraError
 from contextlens.judges.formats import FormatNegotiation
-from contextlens.judges.schema import reply_token_budget, wire_schema
 from contextlens.sync import in_thread
 
 __all__ = ["LlamaCppBackend"]
@@ -146,16 +145,7 @@ class LlamaCppBackend:
             request["temperature"] = self.temperature
         if self.seed is not None:
             request["seed"] = self.seed
-        max_tokens = self.max_tokens
-        if max_tokens is None and schema is not None:
-            max_tokens = reply_token_budget(schema, messages)
-        if max_tokens is not None:
-            request["max_tokens"] = max_tokens
-        if schema is not None and self.formats.current != "off":
-            request["response_format"] = {
-                "type": "json_object",
-                "schema": wire_schema(schema, bounded=True),
-            }
+        request.update(self.formats.reply_options(schema, messages, self.max_tokens)[1])
         reply, latency = await in_thread(self._generate, request)
         try:
             text = reply["choices"][0]["message"]["content"] or ""

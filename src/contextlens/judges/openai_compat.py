@@ -32,7 +32,6 @@ from contextlens.backend import (
     retry_after_from,
 )
 from contextlens.judges.formats import FormatNegotiation
-from contextlens.judges.schema import reply_token_budget
 from contextlens.sync import PerLoop
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAICompatBackend", "is_local"]
@@ -223,14 +222,7 @@ class OpenAICompatBackend:
             body["temperature"] = self.temperature
         if self.seed is not None:
             body["seed"] = self.seed
-        max_tokens = self.max_tokens
-        if max_tokens is None and schema is not None:
-            max_tokens = reply_token_budget(schema, messages)
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-        _, response_format = self.formats.response_format(schema)
-        if response_format is not None:
-            body["response_format"] = response_format
+        body.update(self.formats.reply_options(schema, messages, self.max_tokens)[1])
         body.update(self.extra_body)
         return body
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from contextlens.backend import Completion, FatalError, Message, Usage
 from contextlens.judges.errors import as_backend_error
+from contextlens.judges.formats import FormatNegotiation
 from contextlens.sync import in_thread, on_home_loop
 
 
@@ -32,8 +33,11 @@ class OpenAIClientBackend:
     Args:
         client: an ``openai.OpenAI``, ``AsyncOpenAI``, ``AzureOpenAI`` ... instance.
         model: the model name sent with each request.
-        temperature, seed, max_tokens: sent when not ``None``.
-        use_structured_output: ask for the reply schema with ``response_format``.
+        temperature, seed: sent when not ``None``.
+        max_tokens: per call; ``None`` sizes it from the reply schema.
+        use_structured_output, structured_output: the reply format, as for
+            :class:`~contextlens.judges.openai_compat.OpenAICompatBackend` (constrained by
+            default, stepping down when the server refuses it).
         extra: more keyword arguments for ``chat.completions.create``.
     """
 
@@ -47,7 +51,8 @@ class OpenAIClientBackend:
         temperature: float | None = 0.0,
         seed: int | None = None,
         max_tokens: int | None = None,
-        use_structured_output: bool = False,
+        use_structured_output: bool | None = None,
+        structured_output: str | None = None,
         **extra: Any,
     ) -> None:
         if not is_openai_client(client):
@@ -57,13 +62,19 @@ class OpenAIClientBackend:
         self.is_async = type(client).__name__.startswith("Async")
         self.model = model
         self.base_url = str(client.base_url).rstrip("/")
-        self.use_structured_output = use_structured_output
+        self.formats = FormatNegotiation(
+            structured_output if structured_output is not None else use_structured_output
+        )
+        self.max_tokens = max_tokens
         self.request: dict[str, Any] = {
-            k: v
-            for k, v in {"temperature": temperature, "seed": seed, "max_tokens": max_tokens}.items()
-            if v is not None
+            k: v for k, v in {"temperature": temperature, "seed": seed}.items() if v is not None
         }
         self.request.update(extra)
+
+    @property
+    def use_structured_output(self) -> bool:
+        """Whether the reply schema goes as ``response_format``."""
+        return self.formats.mode != "off"
 
     @property
     def key(self) -> str:
@@ -71,7 +82,12 @@ class OpenAIClientBackend:
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"base_url": self.base_url, **self.request}
+        return {
+            "base_url": self.base_url,
+            **self.request,
+            "max_tokens": self.max_tokens,
+            "structured_output": self.formats.mode,
+        }
 
     def __repr__(self) -> str:
         return f"OpenAIClientBackend(model={self.model!r}, base_url={self.base_url!r})"
@@ -80,11 +96,8 @@ class OpenAIClientBackend:
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
     ) -> Completion:
         kwargs: dict[str, Any] = {"model": self.model, "messages": list(messages), **self.request}
-        if self.use_structured_output and schema is not None:
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
-            }
+        sent, options = self.formats.reply_options(schema, messages, self.max_tokens)
+        kwargs.update(options)
         create = self.client.chat.completions.create
         start = time.perf_counter()
         try:
@@ -93,7 +106,9 @@ class OpenAIClientBackend:
             else:
                 reply = await in_thread(create, **kwargs)
         except Exception as exc:
-            raise as_backend_error(exc) from exc
+            error = as_backend_error(exc)
+            structured = "response_format" in options
+            raise (self.formats.refused(sent, error) if structured else error) from exc
         return completion_of(reply, time.perf_counter() - start)
 
 

@@ -60,11 +60,10 @@ from contextlens.runner import (
     _case_id,
     _CaseChecks,
     _progress,
-    _summary,
     _Tally,
     aevaluate,
-    as_metric,
-    new_run_id,
+    checked_metrics,
+    finish_run,
 )
 from contextlens.schemas import ModelTestCase
 from contextlens.stats import BayesianMode, FrequentistMode, StatisticalMode
@@ -439,16 +438,8 @@ class RayExecutor:
     ) -> EvalRun:
         """Evaluate ``cases`` (an iterable, or a ``ray.data.Dataset``) on the cluster; the
         arguments are :func:`contextlens.evaluate`'s."""
-        if not metrics:
-            raise ValueError("no metrics given")
-        if repeats < 1:
-            raise ValueError(f"repeats must be >= 1, got {repeats}")
-        if max_concurrency is not None and max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        cores = [as_metric(m) for m in metrics]
+        cores = checked_metrics(metrics, repeats, max_concurrency)
         names = [m.name for m in cores]
-        if len(set(names)) != len(names):
-            raise ValueError(f"two metrics share a name: {names}")
         bound = _bind(cores, judge, embedder, NullCache(), max_concurrency)
         checks = _CaseChecks(bound)
         judged = [b for b in bound if b.services.judge is not None]
@@ -515,33 +506,20 @@ class RayExecutor:
             for actor in permit_actors:
                 ray.kill(actor, no_restart=True)
             self.workers = []
-        judges = [b.judge_name for b in bound if b.judge_name is not None]
-        summaries = {
-            b.metric.name: _summary(
-                b.metric.name, driver.tallies[b.metric.name], mode, driver.ledger
-            ).model_copy(update={"judge": b.judge_name})
-            for b in bound
-        }
-        run = EvalRun(
-            run_id=folder.run_id if folder is not None else new_run_id(),
-            started_at=started.isoformat(timespec="seconds"),
-            duration_s=round(time.perf_counter() - t0, 3),
-            judge=", ".join(dict.fromkeys(judges)) or "offline",
-            embedder=", ".join(dict.fromkeys(b.services.embedder.name for b in bound)),
-            repeats=repeats if judged else 1,
-            summaries=summaries,
-            accounting=driver.ledger.to_dict(),
-            out_dir=str(folder.path) if folder is not None else None,
-            results=[item for _, item in sorted(driver.kept, key=lambda pair: pair[0])],
-        )
         if folder is not None:
             shutil.rmtree(folder.path / SHARDS, ignore_errors=True)
-            (folder.path / "summary.json").write_text(
-                json.dumps(run.model_dump(exclude={"results"}), indent=2), encoding="utf-8"
-            )
-            if not isinstance(out, RunFolder):
-                folder.complete()
-        return run
+        return finish_run(
+            bound,
+            driver.tallies,
+            mode,
+            driver.ledger,
+            started=started,
+            t0=t0,
+            repeats=repeats if judged else 1,
+            folder=folder,
+            kept=driver.kept,
+            complete=not isinstance(out, RunFolder),
+        )
 
     def _folder(self, out: Any) -> tuple[RunFolder | None, bool]:
         """The run's folder, and whether it continues a run (``resume``)."""
@@ -695,10 +673,7 @@ class _Driver:
 
     def _absorb(self, payload: _Payload, first: int, count: int) -> None:
         for at, metric, scores, failed in payload.rows:
-            tally = self.tallies[metric]
-            tally.n += 1
-            tally.failed += failed
-            tally.scores.append((first + at, scores))
+            self.tallies[metric].add(first + at, scores, failed)
         for name, seconds in payload.seconds.items():
             self.tallies[name].seconds += seconds
         self.ledger.merge(payload.entries)
@@ -717,10 +692,7 @@ class _Driver:
         """A case the earlier run finished: its results as they were."""
         for line in lines:
             item = ItemResult.model_validate_json(line)
-            tally = self.tallies[item.metric]
-            tally.n += 1
-            tally.failed += item.failed
-            tally.scores.append((index, item.repeats or [item.score]))
+            self.tallies[item.metric].add_item(index, item)
             if self.keep:
                 self.kept.append((index, item))
         if self.sink is not None:

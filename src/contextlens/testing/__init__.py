@@ -1,4 +1,4 @@
-"""Test helpers: a fake OpenAI-compatible HTTP server."""
+"""Test helpers: a fake OpenAI-compatible HTTP server, and a real llama.cpp one."""
 
 from contextlens.testing.fake_openai import (
     DEFAULT_REPLY,
@@ -6,5 +6,13 @@ from contextlens.testing.fake_openai import (
     FakeOpenAIServer,
     estimate_tokens,
 )
+from contextlens.testing.llama_server import LlamaServer, smollm2_gguf
 
-__all__ = ["DEFAULT_REPLY", "FAULTS", "FakeOpenAIServer", "estimate_tokens"]
+__all__ = [
+    "DEFAULT_REPLY",
+    "FAULTS",
+    "FakeOpenAIServer",
+    "LlamaServer",
+    "estimate_tokens",
+    "smollm2_gguf",
+]
