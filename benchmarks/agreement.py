@@ -101,7 +101,7 @@ def subsample(
 
 def load_set(spec: SetSpec, data_dir: Path) -> list[dict[str, Any]]:
     """Every row of a set, read and validated as ``contextlens calibrate`` reads it."""
-    return read_labelled(data_dir / f"{spec.name}.jsonl")
+    return [row.fields for row in read_labelled(data_dir / f"{spec.name}.jsonl")]
 
 
 def run_set(

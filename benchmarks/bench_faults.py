@@ -61,7 +61,10 @@ def main() -> None:
         assert len(results) == args.sessions, (len(results), args.sessions)
         assert summary.n_scored + summary.n_failed == args.sessions, summary
         for item in timed.run.failures():
-            detail = item.details.get("interactions", [{}])[0].get("error") or item.error
+            detail = (
+                next((i.error for i in getattr(item.details, "interactions", [])), None)
+                or item.error
+            )
             reasons[(label, _short(detail))] += 1
         acct = timed.run.accounting["total"]
         walls.append(timed.wall_s)

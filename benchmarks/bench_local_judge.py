@@ -31,7 +31,7 @@ from _workload import header, print_table
 
 from contextlens import evaluate
 from contextlens.engine.limiter import limiter_for
-from contextlens.judges.resolve import backend_from_spec
+from contextlens.judges.spec import JudgeSpec
 from contextlens.loaders import load_cases
 from contextlens.testing import LlamaServer, smollm2_gguf
 
@@ -42,7 +42,7 @@ RAG = ROOT / "examples" / "data" / "rag_cases.jsonl"
 def one_run(
     label: str, spec: str, cases: list[Any], metrics: list[str], *, must_pass: bool = True
 ) -> list[list[Any]]:
-    backend = backend_from_spec(spec)
+    backend = JudgeSpec.parse(spec).build()
     t0 = time.perf_counter()
     run = evaluate(cases, metrics, judge=backend, cache=False, progress=False)
     wall = time.perf_counter() - t0
@@ -50,9 +50,9 @@ def one_run(
     for name, summary in run.summaries.items():
         counts = run.accounting["by_metric"].get(name, {})
         results = [r for r in run.results if r.metric == name]
-        interactions = [i for r in results for i in r.details.get("interactions", [])]
+        interactions = [i for r in results for i in getattr(r.details, "interactions", [])]
         # a session is scored from its replies: count the replies that failed
-        failed = [i for i in interactions if i["error"]] or [r for r in results if r.failed]
+        failed = [i for i in interactions if i.error] or [r for r in results if r.failed]
         for item in failed if must_pass else []:
             print(f"FAILED {label} {name}: {item}", file=sys.stderr)
         calls = counts.get("calls", 0)

@@ -37,7 +37,7 @@ import ray
 from _workload import RemoteServer, load_average, print_table
 
 from contextlens import evaluate
-from contextlens.runner import _Tally
+from contextlens.runner import Tally
 from contextlens.scale.ray import BATCHES_PER_WORKER, RayExecutor
 
 _WORDS = (
@@ -107,7 +107,7 @@ def offline(items: list[dict[str, Any]], workers: int, batch: int) -> dict[str, 
     t0, c0 = time.perf_counter(), cpu_seconds()
     run = evaluate(items, ["context-similarity"], cache=False, progress=last_cpu, executor=executor)
     wall = time.perf_counter() - t0
-    summary = run.summaries["context_similarity"]
+    summary = run.summaries["context-similarity"]
     assert summary.n == len(items) and summary.n_failed == 0, summary
     return {
         "workers": workers,
@@ -138,7 +138,7 @@ def judged(n: int, cap: int, latency: float) -> dict[str, Any]:
     # the steady rate: from the first finished batch (the workers are up) to the last
     (first, t_first), (last, t_last) = marks[0], marks[-1]
     steady = (last - first) / (t_last - t_first) if t_last > t_first else float("nan")
-    summary = run.summaries["context_precision"]
+    summary = run.summaries["context-precision"]
     (limits,) = executor.limits.values()
     return {
         "items": n,
@@ -155,7 +155,7 @@ def judged(n: int, cap: int, latency: float) -> dict[str, Any]:
 def tally_bytes(n: int = 100_000) -> float:
     """Driver memory per item for the summaries: a tally row (case index and score)."""
     tracemalloc.start()
-    tally = _Tally()
+    tally = Tally()
     for i in range(n):
         tally.scores.append((i, [random.random()]))
     size, _ = tracemalloc.get_traced_memory()

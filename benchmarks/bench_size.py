@@ -99,7 +99,7 @@ def _case(metric: str, big: str, chunks: list[str] | None = None) -> Any:
 def _outcome(item: Any) -> str:
     if item.error:
         return "failed: " + item.error
-    failed = item.details.get("n_failed")
+    failed = getattr(item.details, "n_failed", None)
     return f"score {item.score:.3f}" + (f" ({failed} interaction failed)" if failed else "")
 
 

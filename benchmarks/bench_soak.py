@@ -99,7 +99,9 @@ def main() -> None:
             for line in (Path(run.out_dir) / "results.jsonl").read_text().splitlines()
         )
         reasons = Counter(
-            (item.details.get("interactions") or [{}])[0].get("error") or item.error or ""
+            next((i.error for i in getattr(item.details, "interactions", [])), None)
+            or item.error
+            or ""
             for item in run.failures()
         )
     summary = run.summaries["context"]

@@ -457,14 +457,14 @@ def test_progress_lines_when_stderr_is_not_a_terminal(
 
 
 def test_progress_lines_come_every_tenth_or_every_ten_seconds(capsys) -> None:
-    from contextlens.cli import _ProgressLines
+    from contextlens.cli.options import ProgressLines
 
-    lines = _ProgressLines("calibrate")
+    lines = ProgressLines("calibrate")
     for done in range(1, 1001):
         lines(done, 1000, done * 0.001)  # fast: a line a tenth
     printed = capsys.readouterr().err.splitlines()
     assert len(printed) == 11 and printed[-1].startswith("calibrate: 1000/1000 items (100%)")
-    slow = _ProgressLines("calibrate")
+    slow = ProgressLines("calibrate")
     for done in range(1, 61):
         slow(done, 100_000, float(done))  # slow: a line each ten seconds
     assert len(capsys.readouterr().err.splitlines()) == 6

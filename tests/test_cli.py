@@ -42,13 +42,13 @@ def test_run_writes_results_summary_and_report(run_cli, tmp_path, cases_file):
         "-q",
     )
     assert code == 0, text
-    assert "context_precision" in text and "interval" in text
+    assert "context-precision" in text and "interval" in text
     (info,) = RunStore().list_runs()
     folder = out / info.run_id
     assert sorted(p.name for p in out.iterdir()) == sorted([info.run_id, "latest"])
     assert len((folder / "results.jsonl").read_text().splitlines()) == 6
     summary = json.loads((folder / "summary.json").read_text())
-    assert set(summary["summaries"]) == {"context_precision", "contextual_relevancy"}
+    assert set(summary["summaries"]) == {"context-precision", "contextual-relevancy"}
     assert (folder / "report.html").stat().st_size > 1000
     assert (out / "latest" / "report.html").read_bytes() == (folder / "report.html").read_bytes()
     assert f"run folder: {folder}" in text  # the run table says where its folder is
@@ -80,7 +80,7 @@ def test_sessions_from_csv_and_cases_from_parquet(run_cli, tmp_path):
         "-q",
     )
     assert code == 0, text
-    assert "context_similarity" in text
+    assert "context-similarity" in text
 
 
 def test_fail_under_exit_status(run_cli, tmp_path, cases_file):

@@ -95,7 +95,7 @@ def test_bom_jsonl_retriever_and_labelled_files(tmp_path):
     labelled = tmp_path / "l.csv"
     labelled.write_bytes(BOM + b"label,id,input\n1,x,q?\n0,y,r?\n")
     rows = read_labelled(labelled)
-    assert [(r["id"], r["label"]) for r in rows] == [("x", 1.0), ("y", 0.0)]
+    assert [(r.id, r.label) for r in rows] == [("x", 1.0), ("y", 0.0)]
 
 
 def _latin1_at(line, suffix):
@@ -370,7 +370,7 @@ def test_evaluate_refuses_a_case_missing_a_required_field_before_the_first_judge
             evaluate(cases, ["contextual-relevancy"], judge=judge(server), cache=False)
         assert server.calls == 0
     assert info.value.field == "retrieval_context"
-    assert "case 30" in str(info.value) and "'contextual_relevancy'" in str(info.value)
+    assert "case 30" in str(info.value) and "'contextual-relevancy'" in str(info.value)
 
 
 class NeedsReference:

@@ -59,7 +59,7 @@ def test_a_metrics_own_judge_is_called_by_evaluate(servers):
     own, _ = servers
     run = evaluate(CASES, [ContextPrecision(model=f"{own.base_url}#own-model")], progress=False)
     assert own.calls == len(CASES)
-    summary = run.summaries["context_precision_metric"]
+    summary = run.summaries["context-precision"]
     assert summary.mean == pytest.approx(0.8) and summary.n_failed == 0
     assert summary.judge == "openai-compat:own-model"
     assert {item.judge for item in run.results} == {"openai-compat:own-model"}
@@ -76,11 +76,11 @@ def test_the_runs_judge_judges_the_metrics_without_one(servers):
     assert own.calls == len(CASES) and shared.calls == len(CASES)
     judges = {name: s.judge for name, s in run.summaries.items()}
     assert judges == {
-        "context_precision_metric": "openai-compat:own-model",
-        "contextual_relevancy": "openai-compat:shared-model",
-        "context_similarity": None,  # it asks no judge
+        "context-precision": "openai-compat:own-model",
+        "contextual-relevancy": "openai-compat:shared-model",
+        "context-similarity": None,  # it asks no judge
     }
-    assert run.summaries["contextual_relevancy"].mean == pytest.approx(0.5)
+    assert run.summaries["contextual-relevancy"].mean == pytest.approx(0.5)
     assert "own-model" in run.judge and "shared-model" in run.judge
 
 
@@ -88,14 +88,14 @@ def test_an_offline_run_never_silently_drops_a_metrics_judge(servers):
     own, _ = servers
     run = evaluate(CASES, [ContextPrecision(model=f"{own.base_url}#own-model")], judge="offline")
     assert own.calls == len(CASES)
-    assert run.summaries["context_precision_metric"].judge == "openai-compat:own-model"
+    assert run.summaries["context-precision"].judge == "openai-compat:own-model"
 
 
 def test_an_explicitly_offline_metric_stays_offline_under_a_run_judge(servers):
     _, shared = servers
     run = evaluate(CASES, [ContextPrecision(model="offline")], judge=f"{shared.base_url}#m")
     assert shared.calls == 0
-    assert run.summaries["context_precision_metric"].judge == "offline"
+    assert run.summaries["context-precision"].judge == "offline"
 
 
 def test_judges_a_facade_builds_use_the_cache(servers, tmp_path):
@@ -111,27 +111,31 @@ def test_judges_a_facade_builds_use_the_cache(servers, tmp_path):
     assert own.calls == 1
 
 
-def test_making_a_metric_or_a_run_does_not_reset_the_shared_limiter(servers):
+def test_making_a_metric_or_a_run_changes_no_other_runs_bound(servers):
     own, _ = servers
     spec = f"{own.base_url}#limited"
-    limiter = limiter_for(OpenAICompatBackend("limited", base_url=own.base_url).key, 4)
-    assert limiter.max_limit == 4
+    key = OpenAICompatBackend("limited", base_url=own.base_url).key
+    shared = limiter_for(key)
     metric = ContextPrecision(model=spec)
     ContextualRelevancyMetric(model=spec)
-    assert limiter.max_limit == 4
-    evaluate(CASES, [metric], cache=False, progress=False)
-    assert limiter.max_limit == 4 and limiter.peak <= 4
+    assert limiter_for(key) is shared and shared.peak == 0  # making metrics sent nothing
     evaluate(CASES, [metric], cache=False, progress=False, max_concurrency=2)
-    assert limiter.max_limit == 2  # an explicit bound is a request to change it
+    bounded = limiter_for(key, 2)
+    assert bounded is not shared and 1 <= bounded.peak <= 2 and shared.peak == 0
+    evaluate(CASES, [metric], cache=False, progress=False)
+    # the next run without a bound is on the backend's own limiter, untouched by the first
+    assert shared.peak >= 1 and shared.max_limit != 2 and bounded.max_limit == 2
 
 
-def test_max_concurrency_bounds_a_ready_llm_judge_too(servers):
+def test_max_concurrency_bounds_a_ready_llm_judge_without_changing_it(servers):
     from contextlens.judges import LLMJudge
 
     own, _ = servers
     judge = LLMJudge(OpenAICompatBackend("ready", base_url=own.base_url))
+    mine = judge.limiter
     evaluate(CASES, ["context-precision"], judge=judge, cache=False, max_concurrency=2)
-    assert judge.limiter.max_limit == 2 and judge.limiter.peak <= 2 and own.calls == len(CASES)
+    assert judge.limiter is mine and mine.peak == 0  # the user's judge is not changed
+    assert limiter_for(judge.connection_key(), 2).peak <= 2 and own.calls == len(CASES)
 
 
 def test_a_failed_item_keeps_the_judges_last_reply_in_results_and_report(tmp_path):
@@ -147,7 +151,7 @@ def test_a_failed_item_keeps_the_judges_last_reply_in_results_and_report(tmp_pat
         )
     (item,) = run.results
     assert item.failed and "holds no JSON object" in item.error
-    assert item.details["raw_reply"] == echo
+    assert item.details.raw_reply == echo
     folder = Path(run.out_dir)
     (line,) = (folder / "results.jsonl").read_text().splitlines()
     assert json.loads(line)["details"]["raw_reply"] == echo

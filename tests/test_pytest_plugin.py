@@ -121,7 +121,7 @@ def test_a_metric_threshold_attribute_and_a_failed_item_fail_the_test(
     result.assert_outcomes(failed=3)
     out = result.stdout.str()
     assert "is below the threshold 0.990" in out
-    assert "metric 'context_precision_metric' requires one of 'expected_output'" in out
+    assert "metric 'context-precision' requires one of 'expected_output'" in out
     assert "context: does not apply to a ModelTestCase (it takes a Dataset)" in out
 
 
@@ -149,7 +149,7 @@ def test_report_option_writes_the_session_report(pytester: pytest.Pytester) -> N
     assert report.exists()
     html = report.read_text(encoding="utf-8")
     assert 'data-metric="context" data-field="n" data-value="2"' in html
-    assert 'data-metric="context_precision_metric" data-field="n" data-value="1"' in html
+    assert 'data-metric="context-precision" data-field="n" data-value="1"' in html
     assert "below threshold" in html  # the failing case is marked in the table
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)" in html
     result.stdout.fnmatch_lines(["contextlens report: *report.html"])

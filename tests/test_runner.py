@@ -62,7 +62,7 @@ def test_mixed_metrics_results_per_case_and_failures_kept_apart(tmp_path):
     assert ctx.mean == pytest.approx(0.5)
     failed = run.failures()
     assert [f.case_id for f in failed] == ["s1"] and "failed" in failed[0].error
-    prec = run.summaries["context_precision_metric"]
+    prec = run.summaries["context-precision"]
     assert (prec.n, prec.n_scored) == (1, 1)
     assert Path(run.out_dir).parent == tmp_path  # the run's own folder
     lines = (Path(run.out_dir) / "results.jsonl").read_text().splitlines()

@@ -117,7 +117,7 @@ def test_precision_prompt_over_the_budget_fails_and_is_never_sent():
         assert server.calls == 0
         assert result.failed and result.score is None
         assert result.error == budget_reason(tokens) and OVER_BUDGET.match(result.error)
-        assert result.details["max_prompt_tokens"] == DEFAULT_MAX_PROMPT_TOKENS
+        assert result.details.max_prompt_tokens == DEFAULT_MAX_PROMPT_TOKENS
         # the shell: Opik's MetricComputationError with the reason; a raised budget sends it
         shell = ContextPrecision(model=f"{server.base_url}#judge", max_prompt_tokens=5_000)
         with pytest.raises(MetricComputationError, match="over the budget of 5,000; not sent"):
@@ -138,11 +138,11 @@ def test_context_interaction_over_the_budget_fails_alone_and_the_others_are_scor
         judge = resolve_judge(f"{server.base_url}#judge")
         result = asyncio.run(ContextAwareness().score(session, judged(judge)))
         assert server.calls == 2
-    by_id = {i["qa_id"]: i for i in result.details["interactions"]}
-    assert by_id["delivery"]["error"] == budget_reason(tokens)
-    assert by_id["delivery"]["score"] is None
-    assert by_id["hours"]["score"] == by_id["monday"]["score"] == 1.0
-    assert result.score == 1.0 and result.details["n_failed"] == 1
+    by_id = {i.qa_id: i for i in result.details.interactions}
+    assert by_id["delivery"].error == budget_reason(tokens)
+    assert by_id["delivery"].score is None
+    assert by_id["hours"].score == by_id["monday"].score == 1.0
+    assert result.score == 1.0 and result.details.n_failed == 1
     assert "over the budget of 12,000; not sent" in result.reason
 
 
@@ -173,7 +173,7 @@ def test_relevancy_chunk_larger_than_the_whole_budget_fails_and_nothing_is_sent(
             f"retrieval_context[1] alone would make the prompt ~{alone:,} tokens, over the "
             "budget of 12,000; not sent"
         )
-        assert result.details["max_prompt_tokens"] == DEFAULT_MAX_PROMPT_TOKENS
+        assert result.details.max_prompt_tokens == DEFAULT_MAX_PROMPT_TOKENS
         # an input larger than the budget cannot be split either
         small = ContextualRelevancyScorer(max_prompt_tokens=300)
         long_input = ModelTestCase(input=BIG[:4_000], retrieval_context=[REFUND])
@@ -240,21 +240,21 @@ def test_context_offline_fails_the_interaction_with_a_text_over_the_limit():
     session.conversation[1].assistant = BIG[:5_000]
     embedder = HashEmbedder()
     result = asyncio.run(ContextAwareness(max_embed_tokens=1_000).score(session, offline(embedder)))
-    by_id = {i["qa_id"]: i for i in result.details["interactions"]}
-    assert by_id["delivery"]["error"] == embed_reason("the reply", BIG[:5_000], 1_000)
-    assert by_id["hours"]["score"] is not None and by_id["monday"]["score"] is not None
-    assert result.details["n_failed"] == 1 and result.score is not None
+    by_id = {i.qa_id: i for i in result.details.interactions}
+    assert by_id["delivery"].error == embed_reason("the reply", BIG[:5_000], 1_000)
+    assert by_id["hours"].score is not None and by_id["monday"].score is not None
+    assert result.details.n_failed == 1 and result.score is not None
     assert embedder.longest <= 4_000
     # a context over the limit fails every interaction of the session
     long_context = make_session(context=BIG[:6_000])
     result = asyncio.run(
         ContextAwareness(max_embed_tokens=1_000).score(long_context, offline(embedder))
     )
-    assert result.failed and result.details["n_failed"] == 3
+    assert result.failed and result.details.n_failed == 3
     assert embed_reason("the context", BIG[:6_000], 1_000) in result.error
     # the limit is a setting: raised, the same session is scored
     result = asyncio.run(ContextAwareness(max_embed_tokens=2_000).score(session, offline(embedder)))
-    assert result.details["n_failed"] == 0
+    assert result.details.n_failed == 0
 
 
 @pytest.mark.parametrize(
@@ -287,7 +287,7 @@ def test_offline_case_with_a_text_over_the_limit_fails_unembedded(scorer, case, 
     result = asyncio.run(scorer(max_embed_tokens=1_000).score(case, offline(embedder)))
     assert result.failed and result.score is None
     assert result.error == embed_reason(field, BIG[:5_000], 1_000)
-    assert result.details["max_embed_tokens"] == 1_000
+    assert result.details.max_embed_tokens == 1_000
     assert embedder.texts == 0
     raised = asyncio.run(scorer(max_embed_tokens=1_250).score(case, offline(embedder)))
     assert raised.score is not None and embedder.texts > 0
@@ -323,13 +323,13 @@ def test_a_500_kb_answer_fails_quickly_with_its_size_on_the_bundled_embedder():
         keep_results=True,
     ).results
     elapsed = time.perf_counter() - started
-    long, short = context.details["interactions"]
-    assert long["error"] == reason.format("the reply") and short["score"] is not None
+    long, short = context.details.interactions
+    assert long.error == reason.format("the reply") and short.score is not None
     errors = {item.metric: item.error for item in cases}
     assert errors == {
-        "context_precision": reason.format("the output"),
-        "contextual_relevancy": reason.format("retrieval_context[1]"),
-        "context_similarity": reason.format("generated_text"),
+        "context-precision": reason.format("the output"),
+        "contextual-relevancy": reason.format("retrieval_context[1]"),
+        "context-similarity": reason.format("generated_text"),
     }
     assert elapsed < 20
 

@@ -219,7 +219,7 @@ def test_newer_schema_is_refused(tmp_path):
 
 
 def test_configure_and_record_score(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_mod, "_active", None)
+    monkeypatch.setattr(store_mod.active, "_active", None)
     assert active_store() is None
     assert record_score("m", "c", 0.5, None, None) is None  # not configured: no-op
     s = configure(tmp_path / "runs.sqlite3")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import difflib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,54 +26,29 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from contextlens.errors import InputError
+from contextlens.fields import (
+    INTERACTION_FIELDS,
+    OWN_DATA,
+    SESSION_FIELDS,
+    TEST_CASE_FIELDS,
+    unknown_message,
+)
 from contextlens.metrics.base import Metric, required_fields, unmet_requirement
 from contextlens.retriever import input_error, jsonl_objects, null_message, utf8_text
 from contextlens.schemas import Batch, Dataset, ModelTestCase
 
-#: Column documentation, printed by ``contextlens schema`` and mirrored in the README.
-SESSION_COLUMNS: dict[str, str] = {
-    "session_id": "required; rows with the same id form one session",
-    "assistant_id": "required; the assistant under test",
-    "context": "required; the session's system context (the same on every row of a session)",
-    "language": "optional, default 'english'",
-    "qa_id": "required; unique within the session",
-    "query": "required; the user's message",
-    "assistant": "required; the assistant's reply",
-    "ground_truth_assistant": "optional; the reference reply (may be empty)",
-    "observation": "optional; what the assistant's tools returned",
-    "weight": "optional; >= 0, the interaction's weight in the session mean",
-    "meta, meta.NAME, meta_NAME": "optional; your own data (an object, or one column per key), "
-    "kept with the interaction, never scored",
-}
-CASE_COLUMNS: dict[str, str] = {
-    "id": "optional; names the case in results, unique in the file (alias: name)",
-    "input": "required; the user's question (alias: question)",
-    "actual_output": "the answer under test (alias: answer, output)",
-    "expected_output": "optional; the reference answer",
-    "retrieval_context": "the retrieved chunks: a list (JSON array in CSV) (alias: contexts)",
-    "context": "optional; ideal context chunks, a list",
-    "meta, meta.NAME, meta_NAME": "optional; your own data (an object, or one column per key), "
-    "kept with the case, never scored",
-}
-_CASE_ALIASES = {
-    "question": "input",
-    "answer": "actual_output",
-    "output": "actual_output",
-    "contexts": "retrieval_context",
-    "id": "name",
-}
-_LIST_FIELDS = ("retrieval_context", "context", "contexts")
-_SESSION_FIELDS = ("session_id", "assistant_id", "context", "language")
-_META = "meta"
+_META = OWN_DATA
 _META_PREFIXES = ("meta.", "meta_")
+_LIST_FIELDS = TEST_CASE_FIELDS.of_type("texts")
 
-_CASE_KEYS = frozenset(ModelTestCase.model_fields) | frozenset(_CASE_ALIASES)
-_BATCH_KEYS = frozenset(Batch.model_fields)
-_SESSION_KEYS = frozenset(Dataset.model_fields)
+_CASE_KEYS = TEST_CASE_FIELDS.names
+_BATCH_KEYS = INTERACTION_FIELDS.names
+_SESSION_KEYS = SESSION_FIELDS.names
+_SESSION_FIELDS = tuple(f.name for f in SESSION_FIELDS if f.name not in ("conversation", _META))
 _ROW_KEYS = frozenset(_SESSION_FIELDS) | _BATCH_KEYS
 
 
-def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line or row number, row) pairs of a CSV, Parquet or flat JSONL file."""
     suffix = path.suffix.lower()
     name = str(path)
@@ -190,19 +164,9 @@ def _unknown(
     column: str, known: Iterable[str], *, file: str, line: int | None, where: str = ""
 ) -> InputError:
     """An unknown column (or key), with the closest known name when there is one."""
-    names = sorted(known)
-    lowered = {n.lower(): n for n in names}
-    close = difflib.get_close_matches(column.lower(), list(lowered), n=1, cutoff=0.6)
-    what = "unknown key" if where else "unknown column"
-    if close:
-        hint = f"did you mean {lowered[close[0]]!r}?"
-    else:
-        hint = f"expected one of {', '.join(names)}"
+    what = "key" if where else "column"
     return InputError(
-        f"{what}; {hint} (your own data goes in 'meta', 'meta.NAME' or 'meta_NAME')",
-        file=file,
-        line=line,
-        field=where + column,
+        unknown_message(column, known, what=what), file=file, line=line, field=where + column
     )
 
 
@@ -280,13 +244,18 @@ def _split_meta(
 # --------------------------------------------------------------------------- test cases
 
 
-def _test_case(row: Mapping[str, Any], file: str, line: int) -> ModelTestCase:
+def test_case(row: Mapping[str, Any], file: str | None, line: int) -> ModelTestCase:
+    """One row (its columns read through the field table) as a test case; errors name the
+    file, the line and the column."""
+    file = file or "<rows>"
     own, meta = _split_meta(row, file, line)
     mapped: dict[str, Any] = {}
     empty: dict[str, tuple[str, Any]] = {}
     for key, value in own.items():
-        target = _CASE_ALIASES.get(key, key)
-        if target not in ModelTestCase.model_fields or target == _META:
+        target = TEST_CASE_FIELDS.canonical(key)
+        if target is None:
+            raise _unknown(key, _CASE_KEYS, file=file, line=line)
+        if target == _META:
             continue
         cell = _cell(value, key, file, line)
         if _blank(cell):
@@ -312,10 +281,10 @@ def _test_cases(
     seen: dict[str, int] = {}
     for line, row in rows:
         columns.check(row, line)
-        case = _test_case(row, name, line)
+        case = test_case(row, name, line)
         if case.name is not None:
             column = next(
-                (k for k in row if _CASE_ALIASES.get(k, k) == "name" and not _blank(row[k])),
+                (k for k in row if TEST_CASE_FIELDS.canonical(k) == "name" and not _blank(row[k])),
                 "id",
             )
             _first_time(seen, case.name, f"id {case.name!r}", name, line, column)
@@ -448,7 +417,7 @@ def _numbered(
 ) -> tuple[str, Iterator[tuple[int, Dataset]] | Iterator[tuple[int, ModelTestCase]]]:
     """The kind of the file's cases and the cases with their lines (flat session rows:
     the first line of each session)."""
-    rows = _rows(path)
+    rows = read_rows(path)
     first = _first_row(path, rows)
     kind = _kind_of(first[1])
     if kind == "session_objects":
@@ -485,7 +454,7 @@ def case_kind(path: str | Path) -> str:
     """The kind of cases a file holds, ``"sessions"`` or ``"test_cases"``, from its first
     row."""
     path = Path(path)
-    rows = _rows(path)
+    rows = read_rows(path)
     try:
         kind = _kind_of(_first_row(path, rows)[1])
     finally:

@@ -10,7 +10,7 @@ In a test::
     def test_answer_uses_the_context():
         case = ModelTestCase(input=..., actual_output=..., expected_output=...,
                              retrieval_context=[...])
-        assert_context(case, [ContextPrecision()], thresholds={"context_precision_metric": 0.6})
+        assert_context(case, [ContextPrecision()], thresholds={"context-precision": 0.6})
 
 ``--contextlens-report=PATH`` writes one HTML page (see :mod:`contextlens.report`) with every
 item scored by ``assert_context`` during the session.
@@ -30,9 +30,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from contextlens.errors import ContextLensError
 from contextlens.metrics.base import own_threshold
+from contextlens.metrics.registry import key_of, match
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner import aevaluate, as_metric
+from contextlens.runner.gates import parse_value
+from contextlens.schemas import MetricKey
 from contextlens.stats import BayesianMode
 from contextlens.sync import run_sync
 
@@ -84,20 +88,20 @@ def _current() -> _Collector | None:
 # --------------------------------------------------------------------------- assertions
 
 
-def _key(name: str) -> str:
-    """Names compare alike with - or _ (``context-precision`` is ``context_precision``)."""
-    return name.replace("-", "_")
-
-
-def _threshold(given: Any, thresholds: Mapping[str, float] | None) -> float | None:
-    """``thresholds[name]``, else the threshold of the object given (a seed class may carry
-    one), else its metric's own."""
-    metric = as_metric(given)
-    named = {_key(k): v for k, v in (thresholds or {}).items()}
-    if _key(metric.name) in named:
-        return float(named[_key(metric.name)])
-    own = own_threshold(given)
-    return own if own is not None else own_threshold(metric)
+def _thresholds(
+    keys: Sequence[MetricKey], thresholds: Mapping[str, float] | None
+) -> tuple[dict[MetricKey, float], list[str]]:
+    """``thresholds`` by the metric key each names (any name of the metric), and the
+    problems: a name that is none of ``keys``, a value outside [0, 1]."""
+    found: dict[MetricKey, float] = {}
+    problems: list[str] = []
+    for name, value in (thresholds or {}).items():
+        try:
+            key = match(name, keys, what="thresholds")
+            found[key] = parse_value(str(value), option="thresholds", item=f"{name}={value}")
+        except (ContextLensError, ValueError) as exc:
+            problems.append(str(exc))
+    return found, problems
 
 
 def _judged(
@@ -106,34 +110,32 @@ def _judged(
     """The items with ``success`` set against each threshold, and the problems found."""
     by_metric = {item.metric: item for item in run.iter_results()}
     items: list[ItemResult] = []
-    problems: list[str] = []
-    known = {_key(as_metric(m).name) for m in metrics}
-    unknown = {k for k in thresholds or {} if _key(k) not in known}
-    if unknown:
-        problems.append(f"thresholds name no metric given: {sorted(unknown)}")
-    for given in metrics:
+    keyed = [(given, key_of(as_metric(given))) for given in metrics]
+    named, problems = _thresholds([k for _, k in keyed], thresholds)
+    for given, key in keyed:
         metric = as_metric(given)
-        item = by_metric.get(metric.name)
+        item = by_metric.get(key)
         if item is None:
             problems.append(
-                f"{metric.name}: does not apply to a {type(case).__name__} "
+                f"{key}: does not apply to a {type(case).__name__} "
                 f"(it takes a {getattr(metric.case_type, '__name__', metric.case_type)})"
             )
             continue
-        threshold = _threshold(given, thresholds)
+        own = own_threshold(given)
+        threshold = named.get(key, own if own is not None else own_threshold(metric))
         if item.failed:
-            problems.append(f"{metric.name}: failed (no score): {item.error}")
+            problems.append(f"{key}: failed (no score): {item.error}")
         elif threshold is not None and item.score is not None:
             passed = item.score >= threshold
             item = item.model_copy(update={"success": passed})
             if not passed:
                 problems.append(
-                    f"{metric.name}: score {item.score:.3f} is below the threshold "
+                    f"{key}: score {item.score:.3f} is below the threshold "
                     f"{threshold:.3f}\n    reason: {item.reason or '(none given)'}"
                 )
         elif item.success is False:
             problems.append(
-                f"{metric.name}: score {item.score:.3f} marked unsuccessful by the metric"
+                f"{key}: score {item.score:.3f} marked unsuccessful by the metric"
                 f"\n    reason: {item.reason or '(none given)'}"
             )
         items.append(item)
@@ -185,8 +187,9 @@ def assert_context(
     fail the test when any metric failed or scored below its threshold.
 
     ``metrics`` are registered names (``"context-precision"``), metric objects or the seed
-    metric classes. The threshold of a metric is ``thresholds[name]`` (``-`` and ``_`` alike),
-    else its own ``threshold``; a metric with none fails only when its result failed or
+    metric classes. The threshold of a metric is ``thresholds[name]`` (the metric's key, or
+    any of its names), else its own ``threshold``; a name that is none of ``metrics`` fails
+    the test; a metric with none fails only when its result failed or
     says ``success=False``. ``judge``, ``embedder`` and ``cache`` go to
     :func:`contextlens.runner.aevaluate`. Returns the item results (``success`` set against
     the thresholds); they are also collected for ``--contextlens-report``.
@@ -220,7 +223,9 @@ async def aassert_context(
 # --------------------------------------------------------------------------- the session run
 
 
-def _summary(name: str, items: Sequence[ItemResult], accounting: dict[str, Any]) -> MetricSummary:
+def _summary(
+    name: MetricKey, items: Sequence[ItemResult], accounting: dict[str, Any]
+) -> MetricSummary:
     scores = np.array([i.score for i in items if not i.failed and i.score is not None], float)
     mode = BayesianMode()
     est = mode.estimate(scores, np.full(scores.size, 1.0), key=name)

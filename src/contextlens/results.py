@@ -6,17 +6,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, SerializeAsAny, ValidationInfo, field_validator
+
+from contextlens.metrics.registry import details_type, match
+from contextlens.schemas import MetricDetails, MetricKey
 
 
 class ItemResult(BaseModel):
     """One metric's verdict on one case (the mean over repeats when ``repeats > 1``).
 
     ``score`` is None exactly when ``error`` says why the item could not be scored.
+    ``metric`` is the key of the metric (its registered name, ``NAME:LABEL`` for a labelled
+    instance); ``details`` are that metric's own :class:`~contextlens.schemas.MetricDetails`.
     """
 
     case_id: str
-    metric: str
+    metric: MetricKey
     score: float | None
     reason: str | None = None
     error: str | None = None
@@ -24,8 +29,16 @@ class ItemResult(BaseModel):
     judge: str | None = None
     repeats: list[float | None] | None = None
     spread: float | None = None
-    details: dict[str, Any] = Field(default_factory=dict)
+    details: SerializeAsAny[MetricDetails] = Field(default_factory=MetricDetails)
     _exception: BaseException | None = PrivateAttr(default=None)
+
+    @field_validator("details", mode="before")
+    @classmethod
+    def _metric_details(cls, value: Any, info: ValidationInfo) -> Any:
+        """Details read back (from ``results.jsonl``, the store) as their metric's model."""
+        if isinstance(value, dict) and "metric" in info.data:
+            return details_type(info.data["metric"]).model_validate(value)
+        return value
 
     @property
     def failed(self) -> bool:
@@ -40,7 +53,7 @@ class ItemResult(BaseModel):
 class MetricSummary(BaseModel):
     """Aggregate of one metric over the run: the scored items' mean and its interval."""
 
-    metric: str
+    metric: MetricKey
     n: int
     n_scored: int
     n_failed: int
@@ -58,7 +71,9 @@ class EvalRun(BaseModel):
     """What :func:`contextlens.evaluate` returns: summaries, accounting, per-item results.
 
     ``judge`` names the judges the metrics used (``offline`` when none); each summary says
-    which judge its metric used.
+    which judge its metric used; ``config`` is the run's configuration as it was recorded.
+    Summaries go by the metrics' keys (``run.summaries["context-precision"]``);
+    :meth:`summary` takes any name of a metric.
     """
 
     run_id: str
@@ -69,6 +84,7 @@ class EvalRun(BaseModel):
     repeats: int
     summaries: dict[str, MetricSummary]
     accounting: dict[str, Any]
+    config: dict[str, Any] = Field(default_factory=dict)
     out_dir: str | None = None
     results: list[ItemResult] = Field(default_factory=list)
 
@@ -83,6 +99,11 @@ class EvalRun(BaseModel):
 
     def failures(self) -> list[ItemResult]:
         return [r for r in self.iter_results() if r.failed]
+
+    def summary(self, name: str) -> MetricSummary:
+        """The summary of the metric ``name`` names: a key of :attr:`summaries`, or any name
+        of the metric (``context_precision_metric``); an error says which metrics ran."""
+        return self.summaries[match(name, list(self.summaries))]
 
     def to_pandas(self) -> Any:
         """The per-item results as a pandas DataFrame (needs pandas)."""

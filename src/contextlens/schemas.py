@@ -1,14 +1,75 @@
-"""Data shapes shared by everything: the cases metrics score and the result they return."""
+"""Data shapes shared by everything: the cases metrics score, the key a metric's results go
+by, and the result a metric returns."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
+
+from contextlens.fields import (
+    INTERACTION_FIELDS,
+    SESSION_FIELDS,
+    TEST_CASE_FIELDS,
+    FieldTable,
+)
+
+__all__ = [
+    "Batch",
+    "CaseModel",
+    "Dataset",
+    "MetricDetails",
+    "MetricKey",
+    "MetricResult",
+    "ModelTestCase",
+    "TokenUsage",
+]
 
 
-class Batch(BaseModel):
+class CaseModel(BaseModel):
+    """A case read through its :class:`~contextlens.fields.FieldTable`: every alias of a field
+    is taken for it, and a key that is no field is refused naming the closest one (as the
+    file loaders do), never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+    fields_table: ClassVar[FieldTable]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        mapped, problems = cls.fields_table.map_keys(value)
+        if problems:
+            raise ValidationError.from_exception_data(
+                cls.__name__,
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError(kind, why),
+                        loc=(key,),
+                        input=value[key],
+                    )
+                    for key, kind, why in problems
+                ],
+            )
+        return mapped
+
+
+class Batch(CaseModel):
     """One interaction of a session: a user query and the assistant's reply."""
+
+    fields_table = INTERACTION_FIELDS
 
     qa_id: str
     query: str
@@ -23,8 +84,10 @@ class Batch(BaseModel):
     """The user's own data about the interaction; no metric reads it."""
 
 
-class Dataset(BaseModel):
+class Dataset(CaseModel):
     """One session of an assistant: its system context and its conversation."""
+
+    fields_table = SESSION_FIELDS
 
     session_id: str
     assistant_id: str
@@ -44,8 +107,15 @@ class Dataset(BaseModel):
         return self
 
 
-class ModelTestCase(BaseModel):
-    """One RAG test case (agensight / DeepEval shape); ``name`` identifies it in results."""
+class ModelTestCase(CaseModel):
+    """One RAG test case (agensight / DeepEval shape); ``name`` identifies it in results.
+
+    Every name of :data:`~contextlens.fields.TEST_CASE_FIELDS` is taken (Ragas's
+    ``user_input``, ``retrieved_contexts``, ``response`` and ``reference`` among them); any
+    other keyword is refused with the closest field name.
+    """
+
+    fields_table = TEST_CASE_FIELDS
 
     input: str
     actual_output: str | None = None
@@ -57,11 +127,81 @@ class ModelTestCase(BaseModel):
     """The user's own data about the case; no metric reads it."""
 
 
+class MetricKey(str):
+    """The key a metric's results go by: its registered name (``context-precision``), or,
+    for one of several instances of a metric in a run, ``NAME:LABEL``.
+
+    A ``str``, so it is a dict key and a JSON string as it is; :attr:`name` and :attr:`label`
+    read its parts.
+    """
+
+    SEPARATOR: ClassVar[str] = ":"
+
+    @classmethod
+    def of(cls, name: str, label: str | None = None) -> MetricKey:
+        """The key of metric ``name`` with ``label`` (None: the metric's plain name)."""
+        if label is not None and (not label.strip() or cls.SEPARATOR in label):
+            raise ValueError(f"label {label!r}: use a non-empty label without {cls.SEPARATOR!r}")
+        return cls(name if label is None else f"{name}{cls.SEPARATOR}{label}")
+
+    @property
+    def name(self) -> str:
+        """The registered name of the metric."""
+        return self.partition(self.SEPARATOR)[0]
+
+    @property
+    def label(self) -> str | None:
+        """The instance's label, or None."""
+        _, sep, label = self.partition(self.SEPARATOR)
+        return label if sep else None
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(cls, core_schema.str_schema())
+
+
+class TokenUsage(BaseModel):
+    """Tokens a metric's judge calls took."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class MetricDetails(BaseModel):
+    """What a metric tells about one result besides its score and reason. Each metric has
+    its own subclass; these fields mean the same in all of them.
+
+    ``judge``: who scored it (a judge's name, or ``offline``). A failed result keeps
+    ``raw_reply``, the judge's last unusable reply, when there was one, and the size limit
+    that refused it (``max_prompt_tokens`` / ``max_embed_tokens``) when one did.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_serializer(mode="wrap")
+    def _without_nones(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Fields a metric did not set are left out of what is written."""
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+    judge: str | None = None
+    usage: TokenUsage | None = None
+    attempts: int | None = None
+    raw_reply: str | None = None
+    max_prompt_tokens: int | None = None
+    max_embed_tokens: int | None = None
+
+
 class MetricResult(BaseModel):
     """One metric's verdict on one case, as every metric's ``score`` returns it.
 
     ``score`` is None exactly when ``error`` is set: a failed item is kept with its reason
-    and counted, never scored 0.
+    and counted, never scored 0. ``details`` is the metric's own :class:`MetricDetails`.
     """
 
     metric: str
@@ -69,7 +209,7 @@ class MetricResult(BaseModel):
     reason: str | None = None
     error: str | None = None
     success: bool | None = None
-    details: dict[str, Any] = Field(default_factory=dict)
+    details: SerializeAsAny[MetricDetails] = Field(default_factory=MetricDetails)
     cost: float | None = None
 
     @property

@@ -33,13 +33,18 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     async web handler) the coroutine runs on a fresh loop in a worker thread, so the
     caller's loop is never re-entered.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if _running_loop() is None:  # outside the except clause: errors carry no false context
         return asyncio.run(_boxed(coro)).value
     ctx = contextvars.copy_context()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextlens-sync") as pool:
         return pool.submit(ctx.run, asyncio.run, _boxed(coro)).result().value
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class _Box:

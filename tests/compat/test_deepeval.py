@@ -90,9 +90,9 @@ def test_one_judge_call_per_test_case_with_usage_in_details_and_repeats_cached()
         metric = ContextualRelevancyMetric(model=f"{server.base_url}#judge")
         scores = [metric.measure(case(*chunks, question=q)) for q in questions]
         assert server.calls == 3
-        usage = metric.result.details["usage"]
-        assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
-        assert metric.evaluation_cost is None and metric.result.details["judge_calls"] == 1
+        usage = metric.result.details.usage
+        assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
+        assert metric.evaluation_cost is None and metric.result.details.judge_calls == 1
         # the shell caches by default: the same case again is answered without a call
         assert metric.measure(case(*chunks, question=questions[0])) == scores[0]
         assert server.calls == 3
@@ -171,7 +171,7 @@ def test_a_template_with_its_own_generate_reason_asks_for_the_reason_in_a_second
     model = rule_model(answer)
     metric = ContextualRelevancyMetric(model=model, evaluation_template=WithReason)
     assert metric.measure(case(REFUND, SHIPPING)) == 0.5
-    assert model.calls == 2 and metric.result.details["judge_calls"] == 2
+    assert model.calls == 2 and metric.result.details.judge_calls == 2
     verdicts_prompt, reason_prompt = prompts
     assert verdicts_prompt.startswith("VERDICTS PLEASE\n<input>")
     assert REASON_ASKED not in verdicts_prompt  # the reason is not asked with the verdicts
@@ -213,8 +213,8 @@ def test_offline_a_given_template_is_reported_unused():
     metric = ContextualRelevancyMetric(evaluation_template=DeepEvalTemplate)
     with pytest.warns(UserWarning, match="evaluation_template is unused offline"):
         score = metric.measure(case(REFUND))
-    assert 0.0 <= score <= 1.0 and metric.result.details["method"] == "offline"
-    assert metric.result.details["template"].startswith("unused")
+    assert 0.0 <= score <= 1.0 and metric.result.details.method == "offline"
+    assert metric.result.details.template.startswith("unused")
 
 
 def test_evaluation_template_that_is_no_template_is_refused():
@@ -268,7 +268,7 @@ def test_offline_scores_a_relevant_chunk_above_an_off_topic_one():
     )
     assert on_topic > off_topic
     assert metric.evaluation_model == "offline" and metric.evaluation_cost is None
-    assert metric.result.details["method"] == "offline"
+    assert metric.result.details.method == "offline"
     assert "template" not in metric.result.details
     assert metric.reason.startswith("0 of 1 statement is relevant.")
     assert metric.verdicts[0]["verdict"] == "no" and 0 <= metric.verdicts[0]["relevance"] < 0.5

@@ -71,7 +71,7 @@ def test_constructor_validation() -> None:
         ContextSimilarityEvaluator(FakeEmbedder(), batch_size=0)
     ev = ContextSimilarityEvaluator(FakeEmbedder())
     assert (ev.similarity_mode, ev.score_threshold) == ("cosine", 0.8)
-    assert ev.batch_size == 2048 and ev.name == "context_similarity"
+    assert ev.batch_size == 2048 and ev.name == "context-similarity"
     assert isinstance(ev.metric, ContextSimilarityScorer)
     assert contextlens.ContextSimilarityEvaluator is ContextSimilarityEvaluator
 
@@ -245,7 +245,7 @@ async def test_embed_model_wins_over_the_run_embedder_in_evaluate() -> None:
     run_ = await contextlens.aevaluate([case], [ev], embedder=other, progress=False)
     assert other.calls == [] and len(own.calls) == 1
     assert run_.results[0].score == pytest.approx(2 / 3)
-    assert run_.results[0].details == await ev.aevaluate("q", "a", ["c"])
+    assert run_.results[0].details.novastack() == await ev.aevaluate("q", "a", ["c"])
 
 
 async def test_no_embed_model_takes_the_run_embedder_in_evaluate() -> None:

@@ -22,6 +22,7 @@ from contextlens.errors import InputError, MetricComputationError
 from contextlens.judges.base import DEFAULT_FENCE, Judgement
 from contextlens.metrics.base import Services
 from contextlens.metrics.context_precision import DEFAULT_FEW_SHOT_EXAMPLES, PrecisionCase
+from contextlens.metrics.registry import key_of
 from contextlens.schemas import MetricResult
 from contextlens.testing import FakeOpenAIServer
 from support.precision import GOOD, LIBRARY, verdict
@@ -33,6 +34,14 @@ class StubJudge:
     """A Judge returning a fixed verdict and counting calls."""
 
     name = "stub:judge"
+
+    def connection_key(self):
+
+        return self.name
+
+    def max_connections(self):
+
+        return 16
 
     def __init__(self, score=0.7, reason="stub reason"):
         self.score, self.reason, self.calls = score, reason, 0
@@ -68,7 +77,7 @@ def test_score_and_reason_come_from_one_call_with_usage_in_metadata():
     usage = result.metadata["usage"]
     assert usage["prompt_tokens"] == prompt_tokens > 0 and usage["completion_tokens"] > 0
     assert result.metadata["judge"] == "openai-compat:judge" and result.metadata["attempts"] == 1
-    assert metric.judge_name == "openai-compat:judge" and metric.metric.name == metric.name
+    assert metric.judge_name == "openai-compat:judge" and metric.metric.name == "context-precision"
 
 
 def test_an_identical_call_is_answered_from_the_cache():
@@ -91,7 +100,7 @@ def test_an_out_of_range_score_is_reasked_then_raised_and_recorded_as_a_failure(
     [info] = store.list_runs()
     assert (info.n_items, info.n_failed) == (1, 1)
     [item] = store.load(info.run_id, results=True).results
-    assert item.failed and item.score is None and item.metric == "context_precision_metric"
+    assert item.failed and item.score is None and item.metric == "context-precision"
     assert item.error in str(raised.value) and "less than or equal to 1" in item.error
 
 
@@ -100,7 +109,7 @@ def test_a_failed_result_becomes_a_flagged_nan_never_a_bare_one():
     out = to_score_result(failed, "n")
     assert out.scoring_failed and math.isnan(out.value) and out.name == "n"
     assert out.metadata == {"judge": "j", "error": "boom"} and out.reason == "boom"
-    assert failed.details == {"judge": "j"}  # the result's own details are not changed
+    assert failed.details.model_dump() == {"judge": "j"}  # the result's own are not changed
     explained = MetricResult(metric="m", score=None, error="e", reason="why")
     with_reason = to_score_result(explained, "n")
     assert with_reason.reason == "why" and with_reason.metadata["error"] == "e"
@@ -176,7 +185,7 @@ def test_few_shot_examples_are_validated_and_kept_on_the_core():
     assert ContextPrecision().few_shot_examples == DEFAULT_FEW_SHOT_EXAMPLES
     metric = ContextPrecision(name="cp", few_shot_examples=[])
     assert metric.few_shot_examples == () == metric.metric.few_shot_examples
-    assert metric.name == metric.metric.name == "cp"
+    assert metric.name == "cp" and key_of(metric.metric) == "context-precision:cp"
 
 
 def test_bad_input_raises_an_input_error_not_a_computation_error():
@@ -233,7 +242,7 @@ def test_track_records_in_the_configured_store_only(tmp_path):
         [info] = store_mod.active_store().list_runs()
         assert info.n_items == 1 and info.n_failed == 0
         [item] = store_mod.active_store().load(info.run_id, results=True).results
-        assert (item.metric, item.case_id) == ("context_precision_metric", "q2")
+        assert (item.metric, item.case_id) == ("context-precision", "q2")
         assert item.score is not None
     finally:
         store_mod.configure(None)

@@ -93,11 +93,11 @@ def totals(run: dict, key: str) -> int:
 
 def assert_all_judged(run: dict) -> None:
     for name, summary in run["summaries"].items():
-        failed = [(r.case_id, r.error, r.details.get("raw_reply")) for r in run["results"]]
+        failed = [(r.case_id, r.error, r.details.raw_reply) for r in run["results"]]
         assert summary.n_failed == 0, (name, failed)
     for result in run["results"]:
-        for interaction in result.details.get("interactions", []):
-            assert interaction["error"] is None, interaction
+        for interaction in getattr(result.details, "interactions", []):
+            assert interaction.error is None, interaction
     assert totals(run, "failures") == 0
 
 
@@ -147,7 +147,7 @@ def test_a_users_own_chat_model_on_the_llama_cpp_server_gets_constrained_json(
 
         judge = ChatOpenAI(model="smollm2", base_url=llama_server, api_key="-", max_retries=0)
     run = evaluate(rag_cases(), ["context-precision"], judge=judge, cache=False, progress=False)
-    summary = run.summaries["context_precision"]
+    summary = run.summaries["context-precision"]
     assert summary.n_failed == 0, [(r.case_id, r.error) for r in run.results]
     assert run.accounting["total"]["calls"] == len(rag_cases()) + 1  # the one refusal
     assert run.accounting["total"]["completion_tokens"] > 0

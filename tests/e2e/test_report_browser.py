@@ -183,7 +183,7 @@ def test_report_renders_in_chromium_and_runs_nothing_from_the_data(
         out=tmp_path / "run",
     )
     summary = json.loads((Path(run.out_dir) / "summary.json").read_text(encoding="utf-8"))
-    assert summary["summaries"]["context_precision_metric"]["n_failed"] == 1
+    assert summary["summaries"]["context-precision"]["n_failed"] == 1
     page = write_report(run, tmp_path / "report.html", title="Shop bot")
 
     dumped = _browse(

@@ -65,7 +65,7 @@ def test_a_server_that_is_down_then_restarts_loses_no_item():
     finally:
         thread.join()
         server.stop()
-    summary = run.summaries["context_precision"]
+    summary = run.summaries["context-precision"]
     assert summary.n_failed == 0 and summary.n_scored == 48
     acct = summary.accounting
     assert acct["retries"] > 0  # the outage was met, and outlasted
@@ -87,7 +87,7 @@ def test_connection_failures_do_not_use_up_the_attempts_but_the_budget_ends_them
     [item] = run.results
     assert item.failed and "ConnectionError" in item.error
     assert 0.5 <= time.monotonic() - started < 5  # retried past two attempts, within budget
-    assert run.summaries["context_precision"].accounting["retries"] >= 3
+    assert run.summaries["context-precision"].accounting["retries"] >= 3
 
 
 def test_every_attempt_is_counted_timeouts_included():
@@ -102,7 +102,7 @@ def test_every_attempt_is_counted_timeouts_included():
         )
         time.sleep(0.6)  # the hung calls end on the server's side too
         received = server.calls
-    summary = run.summaries["context_precision"]
+    summary = run.summaries["context-precision"]
     assert summary.n_failed == 0
     assert summary.accounting["calls"] == received > 24
 
@@ -117,7 +117,7 @@ def test_the_timeout_does_not_run_while_a_call_waits_for_a_slot():
             cache=False,
             max_concurrency=1,
         )
-    assert run.summaries["context_precision"].n_failed == 0 and server.calls == 4
+    assert run.summaries["context-precision"].n_failed == 0 and server.calls == 4
 
 
 @pytest.mark.parametrize("score", ['"0.9"', "true", "null", '"high"'])

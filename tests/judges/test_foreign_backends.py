@@ -122,13 +122,13 @@ def test_rate_limits_are_retried_after_retry_after_and_lower_the_limit(kind, fau
             cache=False,
             progress=False,
         )
-        summary = run.summaries["context_precision"]
+        summary = run.summaries["context-precision"]
         limited = server.status_counts.get(int(fault), 0)
     assert summary.n_failed == 0 and summary.n_scored == len(CASES)
     assert limited >= 3  # 20% of the calls or so
     assert summary.accounting["retries"] == limited  # each one retried once, by the engine
     assert summary.accounting["calls"] == len(CASES) + limited
-    limiter = limiter_for(backend.key)
+    limiter = limiter_for(backend.key, 8)  # the run's own bound
     assert limiter.rate_limited == limited and limiter.peak <= 8
     assert limiter.lowest < 8  # it backed off (and climbs back by 1/limit per success)
 
@@ -137,7 +137,7 @@ def test_rate_limits_are_retried_after_retry_after_and_lower_the_limit(kind, fau
 def test_server_errors_are_retried_and_bad_requests_are_not(kind):
     with FakeOpenAIServer(script=["500", "500"]) as server:
         run = evaluate(CASES[:1], ["context-precision"], judge=backends(server)[kind], cache=False)
-        assert run.summaries["context_precision"].n_failed == 0 and server.calls == 3
+        assert run.summaries["context-precision"].n_failed == 0 and server.calls == 3
     with FakeOpenAIServer() as server:
         # A 404 is a fatal error: no retry, and the item fails with the reason.
         url = server.base_url.replace("/v1", "/nowhere")
@@ -149,7 +149,7 @@ def test_server_errors_are_retried_and_bad_requests_are_not(kind):
         run = evaluate(CASES[:1], ["context-precision"], judge=backend, cache=False)
         [item] = run.results
         assert item.failed and "404" in item.error and server.calls == 0
-        assert run.summaries["context_precision"].accounting["retries"] == 0
+        assert run.summaries["context-precision"].accounting["retries"] == 0
 
 
 @pytest.mark.parametrize("kind", ["langchain", "litellm", "openai-sdk"])
@@ -170,7 +170,7 @@ def test_the_reply_schema_goes_as_response_format_and_steps_down_when_refused(ki
         )
         kinds = [(r.get("response_format") or {}).get("type") for r in server.requests]
         last = server.requests[-1]
-    assert run.summaries["context_precision"].n_failed == 0
+    assert run.summaries["context-precision"].n_failed == 0
     assert kinds == ["json_schema", "json_object", "json_object", "json_object", "json_object"]
     assert last["response_format"]["schema"]["properties"]["score"]["enum"][0] == 0.0
     if kind != "langchain":  # sized from the schema; a LangChain model keeps its own setting

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from contextlens.backend import Completion, Usage
 from contextlens.errors import JudgeError
-from contextlens.judges import LLMJudge, OpenAICompatBackend, resolve_judge
+from contextlens.judges import LLMJudge, OpenAICompatBackend, as_backend, resolve_judge
 from contextlens.testing import FakeOpenAIServer
 
 
@@ -111,7 +111,7 @@ async def test_langchain_structured_output_is_used_and_validated():
     model = StructuredFake(
         responses=['{"reason": "a", "score": 2}', '{"reason": "b", "score": 0.3}']
     )
-    out = await resolve_judge(model, use_structured_output=True).judge(MSGS, Verdict)
+    out = await resolve_judge(as_backend(model, use_structured_output=True)).judge(MSGS, Verdict)
     assert calls == [(Verdict, True)]  # built once, used for the ask and the re-ask
     assert out.attempts == 2 and out.output == Verdict(reason="b", score=0.3)
 
@@ -122,7 +122,7 @@ def test_resolve_specs():
     assert j.name == "openai-compat:tiny"
     assert resolve_judge("openai:gpt-4o-mini").name == "openai-compat:gpt-4o-mini"
     assert resolve_judge("gpt-4o").name == "openai-compat:gpt-4o"
-    with pytest.raises(ValueError, match="unknown prefix"):
+    with pytest.raises(ValueError, match="unknown kind"):
         resolve_judge("foo:bar")
     with pytest.raises(TypeError, match="cannot judge"):
         resolve_judge(42)

@@ -20,18 +20,18 @@ def services(model=None):
 
 
 def interactions(result):
-    return {i["qa_id"]: i for i in result.details["interactions"]}
+    return {i.qa_id: i for i in result.details.interactions}
 
 
 async def test_offline_flags_the_reply_that_leaves_the_context():
     result = await ContextAwareness().score(make_session(), services())
     found = interactions(result)
-    scores = {q: i["score"] for q, i in found.items()}
+    scores = {q: i.score for q, i in found.items()}
     assert scores["monday"] < 0.5 <= min(scores["hours"], scores["delivery"])
     assert scores["monday"] < min(scores["hours"], scores["delivery"]) - 0.3
-    assert result.details["judge"] == "offline" and result.details["n_failed"] == 0
-    assert all(i["reason"] and i["error"] is None for i in found.values())
-    assert "4" in found["monday"]["reason"]
+    assert result.details.judge == "offline" and result.details.n_failed == 0
+    assert all(i.reason and i.error is None for i in found.values())
+    assert "4" in found["monday"].reason
     assert "monday" in result.reason
 
 
@@ -43,14 +43,14 @@ async def test_llm_path_one_call_per_interaction_score_and_reason_together(rule_
     )
     result = await ContextAwareness().score(make_session(), services(model))
     found = interactions(result)
-    assert {q: (i["score"], i["reason"]) for q, i in found.items()} == {
+    assert {q: (i.score, i.reason) for q, i in found.items()} == {
         "hours": (1.0, "a"),
         "delivery": (0.8, "b"),
         "monday": (0.1, "c"),
     }
     assert model.calls == 3
     assert result.score == pytest.approx((1.0 + 0.8 + 0.1) / 3)
-    assert result.details["judge"].startswith("langchain:")
+    assert result.details.judge.startswith("langchain:")
     assert result.reason.startswith("lowest interaction monday (0.10): c")
 
 
@@ -61,12 +61,12 @@ async def test_failed_interaction_is_counted_and_left_out_of_the_mean(rule_model
     session.conversation = session.conversation[:2]
     result = await ContextAwareness().score(session, services(model))
     found = interactions(result)
-    assert result.details["n_interactions"] == 2 and result.details["n_failed"] == 1
+    assert result.details.n_interactions == 2 and result.details.n_failed == 1
     assert model.calls == 3  # hours once, delivery asked and re-asked
     failed = found["delivery"]
-    assert failed["score"] is None and "no JSON object" in failed["error"]
-    assert found["hours"]["error"] is None
-    assert result.score == found["hours"]["score"] == 1.0 and result.error is None
+    assert failed.score is None and "no JSON object" in failed.error
+    assert found["hours"].error is None
+    assert result.score == found["hours"].score == 1.0 and result.error is None
     assert "1 of 2 interactions failed, first delivery" in result.reason
 
 
@@ -75,10 +75,10 @@ async def test_all_failed_gives_no_score_not_zero(rule_model):
     session = make_session()
     session.conversation = session.conversation[:1]
     result = await ContextAwareness().score(session, services(model))
-    assert result.score is None and result.details["n_failed"] == 1
+    assert result.score is None and result.details.n_failed == 1
     assert result.error.startswith("all 1 interactions failed; first: ")
     assert "no JSON object" in result.error
-    assert result.details["ci_low"] is None and result.details["ci_high"] is None
+    assert result.details.ci_low is None and result.details.ci_high is None
 
 
 async def test_weights_drive_the_session_mean(rule_model):
@@ -88,13 +88,13 @@ async def test_weights_drive_the_session_mean(rule_model):
     session = make_session(weights=(0.1, 0.1, 0.8))
     result = await ContextAwareness(FrequentistMode()).score(session, services(model))
     assert result.score == pytest.approx(0.2)
-    assert [i["weight"] for i in result.details["interactions"]] == [0.1, 0.1, 0.8]
+    assert [i.weight for i in result.details.interactions] == [0.1, 0.1, 0.8]
 
 
 async def test_bayesian_interval_contains_the_point_and_is_reproducible():
     core = ContextAwareness(BayesianMode(mc_samples=2000, ci_level=0.9))
     runs = [await core.score(make_session(), services()) for _ in "ab"]
-    low, high = runs[0].details["ci_low"], runs[0].details["ci_high"]
+    low, high = runs[0].details.ci_low, runs[0].details.ci_high
     assert low <= runs[0].score <= high
     assert low < high
     assert runs[0] == runs[1]
@@ -103,7 +103,7 @@ async def test_bayesian_interval_contains_the_point_and_is_reproducible():
 async def test_frequentist_has_no_interval():
     result = await ContextAwareness(FrequentistMode()).score(make_session(), services())
     assert result.score is not None
-    assert result.details["ci_low"] is None and result.details["ci_high"] is None
+    assert result.details.ci_low is None and result.details.ci_high is None
 
 
 def test_prompt_puts_ground_truth_where_it_belongs_and_fences_data():
@@ -149,5 +149,5 @@ async def test_the_same_metric_object_serves_concurrent_sessions(rule_model):
         core.score(make_session("y", context=other), judged),
     )
     assert (x.score, y.score) == (0.5, 0.9)
-    assert x.details["n_interactions"] == y.details["n_interactions"] == 3
+    assert x.details.n_interactions == y.details.n_interactions == 3
     assert model.calls == 6

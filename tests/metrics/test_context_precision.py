@@ -209,11 +209,11 @@ def test_score_and_reason_come_from_one_call_with_usage_in_details():
         )
         assert server.calls == 1
         prompt_tokens = server.prompt_tokens
-    assert (result.metric, result.score, result.reason) == ("context_precision", 0.8, "close")
-    usage = result.details["usage"]
-    assert usage["prompt_tokens"] == prompt_tokens > 0 and usage["completion_tokens"] > 0
-    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
-    assert result.details["judge"] == "openai-compat:judge" and result.details["attempts"] == 1
+    assert (result.metric, result.score, result.reason) == ("context-precision", 0.8, "close")
+    usage = result.details.usage
+    assert usage.prompt_tokens == prompt_tokens > 0 and usage.completion_tokens > 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert result.details.judge == "openai-compat:judge" and result.details.attempts == 1
 
 
 def test_out_of_range_score_is_reasked_once():
@@ -225,7 +225,7 @@ def test_out_of_range_score_is_reasked_once():
         )
         assert server.calls == 2
         reask = server.requests[-1]["messages"]
-    assert (result.score, result.reason) == (0.6, "fixed") and result.details["attempts"] == 2
+    assert (result.score, result.reason) == (0.6, "fixed") and result.details.attempts == 2
     assert reask[-1]["role"] == "user" and "score" in reask[-1]["content"]
 
 
@@ -246,7 +246,7 @@ def test_out_of_range_twice_is_reasked_then_a_failure_with_its_reason():
     assert result.failed and result.score is None and result.reason is None
     assert "invalid reply after one re-ask" in result.error
     assert "score" in result.error and "greater than or equal to 0" in result.error
-    assert result.details["judge"] == "openai-compat:judge"
+    assert result.details.judge == "openai-compat:judge"
 
 
 def test_one_metric_object_serves_many_concurrent_scores():
@@ -282,8 +282,8 @@ def test_offline_matching_output_scores_well_above_a_contradicting_one():
     # answer that words things its own way ("library", "weekdays") is a likely, not a sure,
     # match; a contradicting one is a near-certain miss.
     assert good.score >= 0.45 and bad.score <= 0.2 and good.score - bad.score >= 0.35
-    assert good.details["judge"] == "offline"
-    assert set(good.details["components"]) >= {"precision", "coverage", "grounding"}
+    assert good.details.judge == "offline"
+    assert set(good.details.components) >= {"precision", "coverage", "grounding"}
     assert "Weakest part: coverage" in bad.reason and "Weekdays 9am" in bad.reason
 
 
@@ -315,13 +315,13 @@ def test_offline_without_expected_output_falls_back_to_the_context_and_says_so()
         offline(),
     )
     assert "No expected output was given" in result.reason
-    assert set(result.details["components"]) == {"grounding"}
+    assert set(result.details.components) == {"grounding"}
 
 
 def test_offline_with_nothing_to_compare_is_a_failure_not_a_zero():
     result = score(ContextPrecisionScorer(), {"output": "An answer."}, offline())
     assert result.failed and result.score is None and "nothing to compare" in result.error
-    assert result.details["judge"] == "offline"
+    assert result.details.judge == "offline"
 
 
 # -- cases ----------------------------------------------------------------------------------

@@ -36,8 +36,8 @@ async def score(
 async def run(
     emb: FakeEmbedder, mode: str = "cosine", threshold: float = 0.8, **case: object
 ) -> dict[str, object]:
-    """novastack's result dict (the result's ``details``)."""
-    return (await score(emb, mode, threshold, **case)).details
+    """novastack's result dict (of the result's details)."""
+    return (await score(emb, mode, threshold, **case)).details.novastack()
 
 
 # --- similarity modes ----------------------------------------------------------------------
@@ -94,9 +94,7 @@ async def test_dot_product_equals_cosine_on_unnormalised_vectors() -> None:
     # (s + 1) / 2 of the true cosine, whatever the vector lengths
     q, c1 = np.array(vecs["q"]), np.array(vecs["c1"])
     s = q @ c1 / (np.linalg.norm(q) * np.linalg.norm(c1))
-    assert cos.details["query_context_similarity"]["contexts_score"][0] == pytest.approx(
-        (s + 1) / 2
-    )
+    assert cos.details.query_context_similarity.contexts_score[0] == pytest.approx((s + 1) / 2)
 
 
 # --- aggregation, harmonic mean, passing ---------------------------------------------------
@@ -113,7 +111,7 @@ async def test_each_side_is_the_mean_of_its_contexts() -> None:
 async def test_harmonic_mean_of_the_two_sides() -> None:
     emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
     res = await score(emb, query="q", generated_text="a", contexts=["c"])
-    r = res.details
+    r = res.details.novastack()
     assert r["query_context_similarity"]["score"] == pytest.approx(1.0)
     assert r["answer_context_similarity"]["score"] == pytest.approx(0.5)
     assert r["score"] == pytest.approx(2 * 1.0 * 0.5 / 1.5)
@@ -121,7 +119,7 @@ async def test_harmonic_mean_of_the_two_sides() -> None:
     assert isinstance(r["score"], float) and isinstance(r["passing"], bool)
     # the MetricResult carries the same verdict
     assert isinstance(res, MetricResult) and not res.failed and res.error is None
-    assert res.metric == "context_similarity"
+    assert res.metric == "context-similarity"
     assert res.score == r["score"] and res.success is r["passing"] is False
     assert "harmonic mean" in (res.reason or "") and "cosine" in (res.reason or "")
 
@@ -140,7 +138,7 @@ async def test_both_sides_zero_gives_zero(mode: str) -> None:
 async def test_passing_is_score_at_least_threshold(threshold: float, passing: bool) -> None:
     emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])  # score 2/3
     res = await score(emb, threshold=threshold, query="q", generated_text="a", contexts=["c"])
-    assert res.details["passing"] is passing
+    assert res.details.passing is passing
     assert res.success is passing
 
 
@@ -153,7 +151,7 @@ def test_constructor_validation() -> None:
         ContextSimilarityScorer(score_threshold="0.5")  # type: ignore[arg-type]
     scorer = ContextSimilarityScorer()
     assert (scorer.similarity_mode, scorer.score_threshold) == ("cosine", 0.8)
-    assert scorer.threshold == 0.8 and scorer.name == "context_similarity"
+    assert scorer.threshold == 0.8 and scorer.name == "context-similarity"
     assert scorer.embedder is None  # the run's embedder
     assert scorer.case_type is ModelTestCase
 
@@ -245,7 +243,7 @@ async def test_score_many_embeds_each_distinct_text_once_in_one_call() -> None:
     assert set(emb.embedded.values()) == {1} and len(emb.embedded) == distinct
     single = Services(judge=None, embedder=FakeEmbedder(emb.vectors))
     assert results == [(await scorer.score(c, single)).details for c in cases]
-    assert all(r["skipped_contexts"] == [3] for r in results)
+    assert all(r.skipped_contexts == [3] for r in results)
 
 
 async def test_score_many_labels_name_the_text_in_errors() -> None:
@@ -273,8 +271,8 @@ async def test_concurrent_score_on_one_object() -> None:
         fresh = Services(judge=None, embedder=FakeEmbedder(emb.vectors))
         expected = (await ContextSimilarityScorer().score(case, fresh)).details
         assert res.details == expected
-        assert res.score == expected["score"] and res.success == expected["passing"]
-        assert res.metric == "context_similarity" and "harmonic mean" in (res.reason or "")
+        assert res.score == expected.score and res.success == expected.passing
+        assert res.metric == "context-similarity" and "harmonic mean" in (res.reason or "")
 
 
 async def test_score_reads_test_cases_mappings_and_objects() -> None:
@@ -295,7 +293,7 @@ async def test_runner_uses_the_run_embedder_and_records_failures() -> None:
     unusable embedding is kept as a failed item with the exception."""
     emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0], z=[0.0, 0.0])
     missing = ModelTestCase(input="q", retrieval_context=["c"])
-    with pytest.raises(InputError, match="case 0: metric 'context_similarity' requires"):
+    with pytest.raises(InputError, match="case 0: metric 'context-similarity' requires"):
         await aevaluate([missing], [ContextSimilarityScorer()], embedder=emb, progress=False)
     cases = [
         ModelTestCase(input="q", actual_output="a", retrieval_context=["c"]),
@@ -306,7 +304,7 @@ async def test_runner_uses_the_run_embedder_and_records_failures() -> None:
     assert ok.score == pytest.approx(2 / 3) and ok.success is False and not ok.failed
     assert zero.failed and zero.score is None and "contexts[0]" in (zero.error or "")
     assert isinstance(zero.exception, InvalidEmbeddingError)
-    assert run.summaries["context_similarity"].n_failed == 1
+    assert run.summaries["context-similarity"].n_failed == 1
 
 
 async def test_own_embedder_wins_over_the_run_embedder() -> None:

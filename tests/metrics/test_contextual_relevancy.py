@@ -58,11 +58,16 @@ def test_score_is_relevant_statements_over_all_and_reason_carries_the_counts():
     assert result.score == pytest.approx(0.6) and result.success and result.error is None
     # the judge's own explanation contradicts the verdicts; the computed counts come first
     assert result.reason == "3 of 5 statements are relevant. All relevant!"
-    verdicts = result.details["verdicts"]
-    assert [v["verdict"] for v in verdicts] == ["yes", "no", "yes", "no", "yes"]
-    assert set(verdicts[0]) == {"chunk", "statement", "verdict", "reason"}
-    assert result.details["relevant"] == 3 and result.details["statements"] == 5
-    assert result.metric == "contextual_relevancy" and result.details["method"] == "judge"
+    verdicts = result.details.verdicts
+    assert [v.verdict for v in verdicts] == ["yes", "no", "yes", "no", "yes"]
+    assert set(verdicts[0].model_dump(exclude_none=True)) == {
+        "chunk",
+        "statement",
+        "verdict",
+        "reason",
+    }
+    assert result.details.relevant == 3 and result.details.statements == 5
+    assert result.metric == "contextual-relevancy" and result.details.method == "judge"
 
 
 def test_threshold_decides_success():
@@ -103,8 +108,8 @@ def test_missing_retrieval_context_raises_naming_the_field():
 
 def test_blank_chunks_keep_their_index_in_the_verdicts():
     result = run(ContextualRelevancyScorer(), case("", SHIPPING, REFUND), RuleJudge())
-    verdicts = result.details["verdicts"]
-    assert [(v["chunk"], v["verdict"]) for v in verdicts] == [(1, "no"), (2, "yes")]
+    verdicts = result.details.verdicts
+    assert [(v.chunk, v.verdict) for v in verdicts] == [(1, "no"), (2, "yes")]
 
 
 # --- the judge path ------------------------------------------------------------------------
@@ -116,7 +121,7 @@ def test_a_verdict_outside_the_enum_is_rejected_and_re_asked():
     )
     result = run(ContextualRelevancyScorer(), case("a"), resolve_judge(model))
     assert result.score == 0.5
-    assert result.details["attempts"] == 2
+    assert result.details.attempts == 2
     assert result.reason == "1 of 2 statements are relevant. fixed"
 
 
@@ -126,7 +131,7 @@ def test_a_chunk_without_statements_is_rejected_and_re_asked():
     )
     result = run(ContextualRelevancyScorer(), case("a", "b"), resolve_judge(model))
     assert result.score == 0.5
-    assert result.details["attempts"] == 2
+    assert result.details.attempts == 2
 
 
 def test_schema_takes_one_entry_per_chunk_and_yes_or_no_only():
@@ -168,6 +173,12 @@ def test_a_failed_judge_is_a_result_with_the_error_not_a_zero():
     class Broken:
         name = "broken"
 
+        def connection_key(self):
+            return self.name
+
+        def max_connections(self):
+            return 16
+
         async def judge(self, messages, schema, *, fence=DEFAULT_FENCE):
             raise JudgeError("boom")
 
@@ -175,7 +186,14 @@ def test_a_failed_judge_is_a_result_with_the_error_not_a_zero():
     before = dict(vars(scorer))
     result = run(scorer, case(REFUND), Broken())
     assert result.failed and result.score is None and "boom" in result.error
-    assert result.details == {"judge": "broken", "judge_calls": 1}
+    assert result.details.model_dump() == {
+        "judge": "broken",
+        "judge_calls": 1,
+        "method": "judge",
+        "verdicts": [],
+        "relevant": 0,
+        "statements": 0,
+    }
     # two bad replies (the answer and the re-ask): the parse error is the result's error
     bad_json = resolve_judge(FakeListChatModel(responses=["not json", "still not json"]))
     result = run(scorer, case(REFUND), bad_json)
@@ -190,24 +208,24 @@ def test_chunks_are_split_over_calls_only_when_over_max_prompt_tokens():
         judge = resolve_judge(f"{server.base_url}#judge")
         whole = run(ContextualRelevancyScorer(), case(*chunks), judge)
         assert whole.score == pytest.approx(3 / 9)
-        assert server.calls == 1 and whole.details["judge_calls"] == 1
+        assert server.calls == 1 and whole.details.judge_calls == 1
         one_call = estimate_tokens(relevancy_messages(question, chunks))
         splitter = ContextualRelevancyScorer(max_prompt_tokens=one_call - 60)
         split = run(splitter, case(*chunks), judge)
         assert split.score == pytest.approx(3 / 9)
         assert server.calls >= 3
         requests = server.requests[1:]
-    assert split.details["judge_calls"] == len(requests)
+    assert split.details.judge_calls == len(requests)
     assert all(estimate_tokens(r["messages"]) <= one_call - 60 for r in requests)
     batches = splitter.batches(question, list(enumerate(chunks)))
     assert len(batches) == len(requests) and [i for b in batches for i, _ in b] == list(range(6))
     # merged verdicts point back at the right chunks of the retrieval context
-    split_verdicts = split.details["verdicts"]
-    whole_verdicts = whole.details["verdicts"]
-    assert [(v["chunk"], v["verdict"]) for v in split_verdicts] == [
-        (v["chunk"], v["verdict"]) for v in whole_verdicts
+    split_verdicts = split.details.verdicts
+    whole_verdicts = whole.details.verdicts
+    assert [(v.chunk, v.verdict) for v in split_verdicts] == [
+        (v.chunk, v.verdict) for v in whole_verdicts
     ]
-    assert {v["chunk"] for v in split_verdicts} == set(range(6))
+    assert {v.chunk for v in split_verdicts} == set(range(6))
 
 
 def test_hostile_chunk_text_stays_inside_its_data_block():
@@ -224,7 +242,7 @@ def test_hostile_chunk_text_stays_inside_its_data_block():
     assert "never instructions" in system["content"]
     # and the judge's verdicts are mapped to the real chunks only
     result = run(ContextualRelevancyScorer(), case(REFUND, hostile, SHIPPING), RuleJudge())
-    assert {v["chunk"] for v in result.details["verdicts"]} == {0, 1, 2}
+    assert {v.chunk for v in result.details.verdicts} == {0, 1, 2}
 
 
 def test_include_reason_false_asks_for_no_reason():

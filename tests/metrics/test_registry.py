@@ -80,7 +80,7 @@ def test_a_registered_metric_is_found_everywhere(toy, run_cli, tmp_path):
     code, text = run_cli("run", cases, "-m", "toy-overlap", "--out", out, "-q", "--no-store")
     assert code == 0, text
     summary = json.loads((out / "latest" / "summary.json").read_text())
-    assert summary["summaries"]["toy_overlap"]["mean"] == pytest.approx(0.5)
+    assert summary["summaries"]["toy-overlap"]["mean"] == pytest.approx(0.5)
 
     labelled = tmp_path / "labelled.jsonl"
     rows = [
@@ -99,7 +99,7 @@ def test_a_registered_metric_is_found_everywhere(toy, run_cli, tmp_path):
     assert json.loads((tmp_path / "latest" / "calibration.json").read_text())["auroc"] == 1.0
 
     run = evaluate(
-        [ModelTestCase(**{**c, "name": c.pop("id")}) for c in map(dict, CASES)],
+        [ModelTestCase(**c) for c in CASES],  # "id" is a name of "name"
         ["toy-overlap"],
         progress=False,
     )

@@ -34,12 +34,12 @@ UNRELATED = [
 def measure(question: str, chunks: list[str]) -> ContextualRelevancyMetric:
     metric = ContextualRelevancyMetric(threshold=0.7, include_reason=True)
     metric.measure(ModelTestCase(input=question, actual_output="-", retrieval_context=list(chunks)))
-    assert metric.result.details["method"] == "offline"
+    assert metric.result.details.method == "offline"
     return metric
 
 
 def chunk_relevance(metric: ContextualRelevancyMetric) -> list[float]:
-    return [c["relevance"] for c in metric.result.details["chunk_relevance"]]
+    return [c.relevance for c in metric.result.details.chunk_relevance]
 
 
 def test_agensight_return_policy_example_lands_near_its_documented_score():

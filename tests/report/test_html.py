@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from contextlens.report import render_report, write_report
-from contextlens.report.html import fmt_diff, fmt_prob, fmt_score
+from contextlens.report.format import fmt_diff, fmt_prob, fmt_score
 from contextlens.runner import EvalRun, ItemResult, MetricSummary
 
 SCRIPT = "<script>alert(1)</script>"

@@ -92,7 +92,7 @@ def test_a_ray_run_gives_the_results_of_a_local_run(cluster, tmp_path):
         )
     assert items(run) == items(local)
     assert figures(run) == figures(local)
-    assert run.summaries["context_precision"].ci_low < run.summaries["context_precision"].mean
+    assert run.summaries["context-precision"].ci_low < run.summaries["context-precision"].mean
     timing = {"seconds"}  # the calls' latency, added up: a measurement, not a count
     assert {k: v for k, v in run.accounting["total"].items() if k not in timing} == {
         k: v for k, v in local.accounting["total"].items() if k not in timing
@@ -107,8 +107,8 @@ def test_a_ray_run_gives_the_results_of_a_local_run(cluster, tmp_path):
     assert (tmp_path / "latest").resolve() == folder.resolve()
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     assert (
-        summary["summaries"]["context_precision"]["mean"]
-        == local.summaries["context_precision"].mean
+        summary["summaries"]["context-precision"]["mean"]
+        == local.summaries["context-precision"].mean
     )
     assert executor.workers == []  # stopped when the run ended
 
@@ -159,8 +159,8 @@ def test_the_command_runs_on_the_cluster(cluster, tmp_path, run_cli):
     }
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     assert (
-        summary["summaries"]["context_similarity"]["ci_low"]
-        == local.summaries["context_similarity"].ci_low
+        summary["summaries"]["context-similarity"]["ci_low"]
+        == local.summaries["context-similarity"].ci_low
     )
     assert (folder / "report.html").exists() and not (folder / SHARDS).exists()
     code, output = run_cli("run", data, "-m", "context-similarity", "--no-store", "--ray", " ")
@@ -195,7 +195,7 @@ def test_the_cluster_never_sends_more_calls_at_once_than_the_limit(cluster):
         assert server.peak_in_flight == 3
     (limits,) = executor.limits.values()
     assert limits["peak"] == 3 and limits["limit"] == 3 and limits["rate_limited"] == 0
-    assert run.summaries["context_precision"].n_failed == 0
+    assert run.summaries["context-precision"].n_failed == 0
 
 
 def test_a_rate_limit_lowers_the_one_limit_of_the_cluster(cluster):
@@ -209,8 +209,8 @@ def test_a_rate_limit_lowers_the_one_limit_of_the_cluster(cluster):
     assert rejected > 0
     assert limits["rate_limited"] == rejected  # every worker's 429s reached the one limiter
     assert limits["lowest"] < 8  # ...which backed off for the whole cluster
-    assert run.summaries["context_precision"].n_failed == 0
-    assert run.summaries["context_precision"].accounting["retries"] == rejected
+    assert run.summaries["context-precision"].n_failed == 0
+    assert run.summaries["context-precision"].accounting["retries"] == rejected
 
 
 def test_a_killed_worker_has_its_batch_redone_without_duplicates(cluster, tmp_path):
@@ -254,8 +254,8 @@ def test_a_killed_worker_has_its_batch_redone_without_duplicates(cluster, tmp_pa
     written = lines(Path(run.out_dir) / "results.jsonl")
     assert len(written) == len(cases) == len({r["case_id"] for r in written})
     assert sorted(items(run)) == sorted(items(local))
-    assert figures(run)["context_precision"][:5] == figures(local)["context_precision"][:5]
-    assert run.summaries["context_precision"].n_failed == 0
+    assert figures(run)["context-precision"][:5] == figures(local)["context-precision"][:5]
+    assert run.summaries["context-precision"].n_failed == 0
 
 
 def _writing(out: Path, most: int) -> list[int]:
@@ -333,10 +333,10 @@ def test_a_run_whose_driver_was_killed_resumes_with_the_cases_left(cluster, tmp_
     written = lines(folder / "results.jsonl")
     assert len(written) == len(cases) == len({r["case_id"] for r in written})
     assert sorted(items(run)) == sorted(items(local))
-    assert figures(run)["context_precision"][:5] == figures(local)["context_precision"][:5]
+    assert figures(run)["context-precision"][:5] == figures(local)["context-precision"][:5]
     assert not (folder / SHARDS).exists() and (out / "latest").resolve() == folder.resolve()
     with pytest.raises(InputError, match="has completed"):
-        RayExecutor(resume=folder).run(cases, ["context-precision"], out=out)
+        evaluate(cases, ["context-precision"], out=out, executor=RayExecutor(resume=folder))
 
 
 def _written(out: Path) -> int:
@@ -364,8 +364,8 @@ def test_bad_settings_are_refused_with_their_reason(tmp_path):
     with pytest.raises(ValueError, match="num_workers must be >= 1"):
         RayExecutor(num_workers=0)
     with pytest.raises(InputError, match="no such run folder"):
-        RayExecutor(resume=tmp_path / "nope").run([], ["context"])
-    with pytest.raises(TypeError, match="metric 'context_precision_metric' cannot be sent"):
+        evaluate([], ["context"], executor=RayExecutor(resume=tmp_path / "nope"))
+    with pytest.raises(TypeError, match="metric 'context-precision' cannot be sent"):
         evaluate([], [ContextPrecision(model="http://127.0.0.1:9/v1#m")], executor="ray")
     with pytest.raises(TypeError, match=r"expected a ray\.data\.Dataset"):
         evaluate_dataset([{"input": "x"}], ["context-similarity"])

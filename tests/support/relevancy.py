@@ -68,6 +68,14 @@ class RuleJudge:
 
     name = "rule"
 
+    def connection_key(self):
+
+        return self.name
+
+    def max_connections(self):
+
+        return 16
+
     def __init__(self) -> None:
         self.calls = 0
         self.prompts: list[list] = []

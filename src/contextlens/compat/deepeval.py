@@ -21,6 +21,7 @@ from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS, DEFAULT_MAX_PROMP
 from contextlens.metrics.contextual_relevancy import (
     ContextualRelevancyScorer,
     ContextualRelevancyTemplate,
+    RelevancyDetails,
 )
 from contextlens.schemas import MetricResult, ModelTestCase
 from contextlens.sync import run_sync
@@ -164,7 +165,9 @@ class ContextualRelevancyMetric:
         self.reason = item.reason
         self.error = item.error
         self.success = False if item.failed else item.success
-        self.verdicts = list(item.details.get("verdicts", []))
+        details = item.details
+        listed = details.verdicts if isinstance(details, RelevancyDetails) else []
+        self.verdicts = [v.model_dump(exclude_none=True) for v in listed]
         self.evaluation_cost = scored.cost
         self.verbose_logs = (
             f"Verdicts:\n{json.dumps(self.verdicts, indent=2, ensure_ascii=False)}\n\n"

@@ -24,7 +24,7 @@ from contextlens.judges.base import Fence
 from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS
 from contextlens.judges.resolve import as_backend
 from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
-from contextlens.metrics.context import ContextAwareness
+from contextlens.metrics.context import ContextAwareness, ContextDetails
 from contextlens.results import ItemResult
 from contextlens.retriever import Retriever
 from contextlens.runner import aevaluate
@@ -85,36 +85,41 @@ def _load(retriever: type[Retriever] | Retriever, kwargs: dict[str, Any]) -> Ite
     return retriever(**kwargs).load_dataset()
 
 
+def _details(item: ItemResult) -> ContextDetails | None:
+    return item.details if isinstance(item.details, ContextDetails) else None
+
+
 def _interactions(session: Dataset, item: ItemResult) -> list[ContextInteraction]:
-    found = item.details.get("interactions")
-    if found is None:  # the session failed as a whole: each interaction carries why
+    details = _details(item)
+    if details is None or not details.interactions:  # failed as a whole: each says why
         return [
             ContextInteraction(qa_id=b.qa_id, context_awareness=NAN, error=item.error)
             for b in session.conversation
         ]
     return [
         ContextInteraction(
-            qa_id=i["qa_id"],
-            context_awareness=NAN if i["score"] is None else i["score"],
-            reason=i["reason"],
-            error=i["error"],
-            weight=i["weight"],
+            qa_id=i.qa_id,
+            context_awareness=NAN if i.score is None else i.score,
+            reason=i.reason,
+            error=i.error,
+            weight=i.weight,
         )
-        for i in found
+        for i in details.interactions
     ]
 
 
 def to_context_metric(session: Dataset, item: ItemResult) -> ContextMetric:
     """gaussia's result for one session from its item result."""
     interactions = _interactions(session, item)
+    details = _details(item)
     return ContextMetric(
         session_id=session.session_id,
         assistant_id=session.assistant_id,
         n_interactions=len(interactions),
         n_failed=sum(i.failed for i in interactions),
         context_awareness=NAN if item.score is None else item.score,
-        context_awareness_ci_low=item.details.get("ci_low"),
-        context_awareness_ci_high=item.details.get("ci_high"),
+        context_awareness_ci_low=details.ci_low if details else None,
+        context_awareness_ci_high=details.ci_high if details else None,
         interactions=interactions,
         judge=item.judge or "offline",
     )
@@ -148,8 +153,6 @@ class Context:
     ``max_prompt_tokens`` and ``max_embed_tokens`` are the core's size limits (``run`` and
     ``arun`` keep the defaults: their other keyword arguments go to the retriever).
     """
-
-    name = "context"
 
     def __init__(
         self,

@@ -28,6 +28,7 @@ from contextlens.embeddings.minilm import default_embedder
 from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS
 from contextlens.metrics.context_similarity import (
     ContextSimilarityScorer,
+    SimilarityDetails,
     SimilarityModeName,
     validate_similarity_case,
 )
@@ -109,6 +110,13 @@ def _field(raw: Any, name: str) -> Any:
     return getattr(raw, name, None)
 
 
+def _novastack(item: ItemResult) -> dict[str, Any]:
+    """novastack's result dict of a scored item."""
+    details = item.details
+    assert isinstance(details, SimilarityDetails)
+    return details.novastack()
+
+
 def _raise_failure(item: ItemResult, where: str = "") -> None:
     exc = item.exception
     if isinstance(exc, (ValueError, TypeError)):
@@ -188,7 +196,7 @@ class ContextSimilarityEvaluator:
         item = (await score_one(self.metric, _case(query, generated_text, contexts))).item
         if item.failed:
             _raise_failure(item)
-        return item.details
+        return _novastack(item)
 
     def evaluate_batch(self, cases: Iterable[Any]) -> list[dict[str, Any]]:
         """Score many cases (dicts, objects with ``query``, ``generated_text``, ``contexts``,
@@ -221,4 +229,4 @@ class ContextSimilarityEvaluator:
         for i, item in enumerate(run.results):
             if item.failed:
                 _raise_failure(item, f"cases[{i}]: ")
-        return [item.details for item in run.results]
+        return [_novastack(item) for item in run.results]

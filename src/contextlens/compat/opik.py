@@ -29,6 +29,10 @@ from contextlens.sync import run_sync
 
 __all__ = ["ContextPrecision", "ScoreResult", "to_score_result"]
 
+#: Opik's name of the metric: the ``name`` of its score results. In a run the metric goes by
+#: its registered name, ``context-precision`` (another ``name`` is the instance's label).
+DEFAULT_NAME = "context_precision_metric"
+
 
 @dataclass
 class ScoreResult:
@@ -52,7 +56,7 @@ def to_score_result(result: MetricResult, name: str) -> ScoreResult:
     in ``metadata["error"]``: NaN never appears without the flag, so it is never averaged
     in silently.
     """
-    metadata = dict(result.details)
+    metadata = result.details.model_dump(mode="json")
     if result.failed or result.score is None:
         metadata["error"] = result.error or "no score"
         return ScoreResult(
@@ -84,7 +88,9 @@ class ContextPrecision:
             :class:`~contextlens.judges.Judge`; a spec string (``"openai:gpt-4o-mini"``,
             ``"http://localhost:11434/v1#llama3.1"``, ``"litellm:..."``) or a bare model
             name such as ``"gpt-4o"`` (OpenAI).
-        name: the name of every :class:`ScoreResult` (and the key of its results).
+        name: the name of every :class:`ScoreResult`. In :func:`contextlens.evaluate` the
+            metric goes by ``context-precision``; a name other than Opik's default is its
+            label there (``context-precision:NAME``), so two can run side by side.
         few_shot_examples: replaces the default examples; a list of dicts or pydantic
             objects with ``title, input, expected_output, context, output,
             context_precision_score, reason``. None uses the defaults; ``[]`` uses none.
@@ -107,7 +113,7 @@ class ContextPrecision:
     def __init__(
         self,
         model: Any = None,
-        name: str = "context_precision_metric",
+        name: str = DEFAULT_NAME,
         few_shot_examples: Sequence[Mapping[str, Any] | BaseModel] | None = None,
         track: bool = True,
         seed: int | None = None,
@@ -118,19 +124,20 @@ class ContextPrecision:
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
     ) -> None:
         judge = as_backend(model, temperature=temperature, seed=seed)
+        self._name = name
         self.metric = ContextPrecisionScorer(
             judge=judge,
             few_shot_examples=few_shot_examples,
             max_prompt_tokens=max_prompt_tokens,
             max_embed_tokens=max_embed_tokens,
-            name=name,
+            label=None if name == DEFAULT_NAME else name,
         )
         self.track = track
         self.project_name = project_name
         self.seed, self.temperature = seed, temperature
         self.judge_name = judge_label(judge)
 
-    name = property(lambda self: self.metric.name)
+    name = property(lambda self: self._name)
     few_shot_examples = property(lambda self: self.metric.few_shot_examples)
 
     def __repr__(self) -> str:
@@ -156,7 +163,7 @@ class ContextPrecision:
         item = (await score_one(self.metric, case)).item
         if self.track:
             label = (input or output)[:80]
-            record_score(self.name, label, item.score, item.reason, item.error)
+            record_score(item.metric, label, item.score, item.reason, item.error)
         if item.failed:
             if isinstance(item.exception, InputError):
                 raise item.exception

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextlens.judges.base import Judge
-from contextlens.judges.resolve import is_offline
+from contextlens.judges.spec import is_offline
 from contextlens.metrics.base import Metric
 from contextlens.results import ItemResult
 from contextlens.runner import aevaluate
@@ -35,7 +35,8 @@ async def score_one(metric: Metric[Any], case: Any) -> Scored:
     shared limiter, retries, accounting), with the metric's own judge and embedder."""
     run = await aevaluate([case], [metric], progress=False, keep_results=True)
     [item] = run.results
-    return Scored(item, run.summaries[metric.name].accounting)
+    [summary] = run.summaries.values()
+    return Scored(item, summary.accounting)
 
 
 def judge_label(choice: Any) -> str:

@@ -209,25 +209,45 @@ class _Slot:
 #: Calls in flight per backend when nobody asked for another bound.
 DEFAULT_LIMIT = 16
 
-_registry: dict[str, Limiter] = {}
+_registry: dict[tuple[str, int | None], Limiter] = {}
 _registry_lock = threading.Lock()
 
 
 def limiter_for(key: str, limit: int | None = None) -> Limiter:
-    """The limiter shared by every judge on the backend ``key``.
+    """The limiter shared by every judge on the backend ``key`` that asks for ``limit``.
 
-    ``limit=None`` takes the limiter as it is (made at :data:`DEFAULT_LIMIT` when new), so
-    merely using a backend never changes its bound. An explicit ``limit`` other than the
-    limiter's reconfigures it: the maximum and the current limit both become ``limit``.
-    The same limit keeps the adaptive state, so a backend that was rate-limited a moment
-    ago is not hit at full speed again.
+    ``limit=None`` is the backend's own limiter, made at :data:`DEFAULT_LIMIT` (or settled
+    from what a local server reports) and shared by every run that sets no bound, with its
+    adaptive state. An explicit ``limit`` has a limiter of its own, shared only by the judges
+    that ask for the same bound: asking for one never changes what another run gets.
     """
     with _registry_lock:
-        limiter = _registry.get(key)
+        limiter = _registry.get((key, limit))
         if limiter is None:
-            limiter = _registry[key] = Limiter(DEFAULT_LIMIT if limit is None else limit)
-        elif limit is not None:
-            limiter.configure(limit)
-        if limit is not None:
-            limiter.origin = f"set to {limit}"
+            limiter = _registry[(key, limit)] = Limiter(DEFAULT_LIMIT if limit is None else limit)
+            if limit is not None:
+                limiter.origin = f"set to {limit}"
         return limiter
+
+
+class Limits:
+    """Where the judges of one run take their limiters.
+
+    ``bound`` None: each backend's bound is its own (a spec's ``concurrency=``, a local
+    server's slots, else :data:`DEFAULT_LIMIT`); an int: the run's ``max_concurrency``, for
+    every backend of the run. Either way the limiter comes from :func:`limiter_for`, so no
+    run changes another's. An executor that runs elsewhere subclasses it (the Ray executor's
+    limiters take their slots from the cluster).
+    """
+
+    def __init__(self, bound: int | None = None) -> None:
+        if bound is not None and bound < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {bound}")
+        self.bound = bound
+
+    def limiter(self, key: str, own: int | None = None) -> Limiter:
+        """The limiter of the backend ``key`` whose own bound is ``own`` (None: none)."""
+        return limiter_for(key, self.bound if self.bound is not None else own)
+
+    def __repr__(self) -> str:
+        return f"Limits(bound={self.bound})"

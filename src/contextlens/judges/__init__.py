@@ -15,7 +15,8 @@ from contextlens.judges.litellm import LiteLLMBackend
 from contextlens.judges.llm import LLMJudge
 from contextlens.judges.openai_compat import OpenAICompatBackend
 from contextlens.judges.openai_sdk import OpenAIClientBackend
-from contextlens.judges.resolve import as_backend, backend_from_spec, resolve_judge
+from contextlens.judges.resolve import as_backend, resolve_judge
+from contextlens.judges.spec import JudgeSettings, JudgeSpec
 
 __all__ = [
     "ChatBackend",
@@ -23,6 +24,8 @@ __all__ = [
     "FatalError",
     "Fence",
     "Judge",
+    "JudgeSettings",
+    "JudgeSpec",
     "Judgement",
     "LLMJudge",
     "LangChainBackend",
@@ -34,6 +37,5 @@ __all__ = [
     "TransientError",
     "Usage",
     "as_backend",
-    "backend_from_spec",
     "resolve_judge",
 ]

@@ -52,9 +52,16 @@ class Judge(Protocol):
 
     ``fence`` says where the prompt asked for the JSON reply. Raises
     :class:`contextlens.errors.JudgeError` when no valid reply could be had.
+    ``connection_key()`` names what its calls share a concurrency bound with (the endpoint
+    and model), ``max_connections()`` is that bound (as Inspect AI's model API says them),
+    so a runner sizes its work without knowing the judge's class.
     """
 
     name: str
+
+    def connection_key(self) -> str: ...
+
+    def max_connections(self) -> int: ...
 
     async def judge(
         self, messages: Sequence[Message], schema: type[T], *, fence: Fence = DEFAULT_FENCE

@@ -19,6 +19,7 @@ from contextlens.judges.errors import as_backend_error
 from contextlens.judges.formats import FormatNegotiation
 from contextlens.judges.openai_compat import is_local
 from contextlens.judges.openai_sdk import completion_of
+from contextlens.judges.spec import JudgeSpec, backend_kind
 from contextlens.sync import in_thread
 
 #: Keyword arguments that say how to reach the model, not what it answers: kept out of the
@@ -103,3 +104,9 @@ class LiteLLMBackend:
             structured = "response_format" in options
             raise (self.formats.refused(sent, error) if structured else error) from exc
         return completion_of(reply, time.perf_counter() - start)
+
+
+@backend_kind("litellm", prefixes=("litellm:",), bare=lambda name: "/" in name, extra="litellm")
+def _litellm(spec: JudgeSpec) -> LiteLLMBackend:
+    """``litellm:PROVIDER/MODEL``, or a bare ``PROVIDER/MODEL``: LiteLLM."""
+    return LiteLLMBackend(spec.target, **spec.settings.given())

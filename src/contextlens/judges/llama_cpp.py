@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from contextlens.backend import Completion, FatalError, Message, Usage
 from contextlens.errors import MissingExtraError
 from contextlens.judges.formats import FormatNegotiation
+from contextlens.judges.spec import JudgeSpec, backend_kind
 from contextlens.sync import in_thread
 
 __all__ = ["LlamaCppBackend"]
@@ -159,3 +160,14 @@ class LlamaCppBackend:
             ),
             latency=latency,
         )
+
+
+def _check_file(spec: JudgeSpec) -> None:
+    if not Path(spec.target).expanduser().is_file():
+        raise FileNotFoundError(f"llama judge: no GGUF file at {spec.target!r}")
+
+
+@backend_kind("llama", prefixes=("llama:",), check=_check_file, extra="llama")
+def _llama(spec: JudgeSpec) -> LlamaCppBackend:
+    """``llama:PATH.gguf``: a GGUF model run in this process by llama-cpp-python."""
+    return LlamaCppBackend(spec.target, **spec.settings.given())

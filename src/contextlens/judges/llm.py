@@ -7,6 +7,7 @@ recorded in the active :class:`~contextlens.engine.accounting.Ledger`.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Awaitable, Sequence
@@ -67,8 +68,6 @@ class LLMJudge:
         if max_concurrency is None:
             max_concurrency = getattr(backend, "concurrency", None)
         self.limiter = limiter or limiter_for(backend.key, max_concurrency)
-        if max_concurrency is not None:
-            self.limiter.origin = f"set to {max_concurrency}"
         self.cache = cache if cache is not None else NullCache()
         if retry is None:  # the backend's own timeout, when it has one (a local server's is long)
             retry = RetryPolicy()
@@ -85,6 +84,21 @@ class LLMJudge:
 
     def __repr__(self) -> str:
         return f"LLMJudge({self.backend!r})"
+
+    def connection_key(self) -> str:
+        """The backend's key: every judge on it shares one concurrency bound."""
+        return self.backend.key
+
+    def max_connections(self) -> int:
+        """Calls in flight at most (the limiter's bound)."""
+        return self.limiter.max_limit
+
+    def with_limiter(self, limiter: Limiter) -> LLMJudge:
+        """This judge with its calls bounded by ``limiter`` instead (a copy: the judge a
+        user made is never changed by a run)."""
+        bound = copy.copy(self)
+        bound.limiter = limiter
+        return bound
 
     def _cache_key(self, messages: list[Message], schema: type[BaseModel]) -> str:
         params = self.backend.params

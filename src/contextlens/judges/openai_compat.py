@@ -32,6 +32,7 @@ from contextlens.backend import (
     retry_after_from,
 )
 from contextlens.judges.formats import FormatNegotiation
+from contextlens.judges.spec import JudgeSpec, backend_kind
 from contextlens.sync import PerLoop
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAICompatBackend", "is_local"]
@@ -344,3 +345,22 @@ def _usage(data: dict[str, Any]) -> Usage:
         )
     except (TypeError, ValueError, AttributeError):
         return Usage()
+
+
+@backend_kind("openai", prefixes=("openai:",), bare=lambda name: "/" not in name)
+def _openai(spec: JudgeSpec) -> OpenAICompatBackend:
+    """``openai:MODEL``, or a bare model name such as ``gpt-4o``: the OpenAI API."""
+    return OpenAICompatBackend(spec.target, **spec.settings.given())
+
+
+def _check_url(spec: JudgeSpec) -> None:
+    base_url, _, model = spec.target.partition("#")
+    if not model or not urlsplit(base_url).netloc:
+        raise ValueError(f"judge spec {spec.target!r}: expected http://HOST:PORT/v1#MODEL")
+
+
+@backend_kind("http", prefixes=("http://", "https://"), keep_prefix=True, check=_check_url)
+def _http(spec: JudgeSpec) -> OpenAICompatBackend:
+    """``http://HOST:PORT/v1#MODEL``: any OpenAI-compatible server."""
+    base_url, _, model = spec.target.partition("#")
+    return OpenAICompatBackend(model, base_url=base_url.rstrip("/"), **spec.settings.given())

@@ -273,13 +273,12 @@ def too_long(texts: Iterable[tuple[str, str]], limit: int) -> str | None:
 MAX_RAW_REPLY = 2000
 
 
-def raw_reply(exc: JudgeError) -> dict[str, str]:
-    """``{"raw_reply": ...}``: what the judge last said when its reply could not be used (so
-    a user sees it in results.jsonl and the report); empty when no reply came."""
+def raw_reply(exc: JudgeError) -> str | None:
+    """What the judge last said when its reply could not be used (so a user sees it in
+    results.jsonl and the report), cut to :data:`MAX_RAW_REPLY`; None when no reply came."""
     if not exc.raw:
-        return {}
-    raw = exc.raw if len(exc.raw) <= MAX_RAW_REPLY else exc.raw[:MAX_RAW_REPLY] + "..."
-    return {"raw_reply": raw}
+        return None
+    return exc.raw if len(exc.raw) <= MAX_RAW_REPLY else exc.raw[:MAX_RAW_REPLY] + "..."
 
 
 #: Said with every offline run: the offline scorers' calibration does not carry from one kind

@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, Field
 
 from contextlens.backend import Message
 from contextlens.errors import JudgeError
@@ -31,22 +31,28 @@ from contextlens.judges.schema import Score, text_field
 from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
-    MAX_RAW_REPLY,
     Services,
     build_messages,
     data_block,
     prompt_over_budget,
+    raw_reply,
     size_limit,
     too_long,
 )
 from contextlens.metrics.registry import metric
 from contextlens.offline.support import SupportItem, score_support
-from contextlens.schemas import Batch, Dataset, MetricResult
+from contextlens.schemas import Batch, Dataset, MetricDetails, MetricResult
 from contextlens.stats import BayesianMode, StatisticalMode, resolve_weights
 
 log = logging.getLogger("contextlens.context")
 
-__all__ = ["ContextAwareness", "ContextVerdict", "Interaction", "context_messages"]
+__all__ = [
+    "ContextAwareness",
+    "ContextDetails",
+    "ContextVerdict",
+    "Interaction",
+    "context_messages",
+]
 
 
 class ContextVerdict(Reply):
@@ -56,16 +62,26 @@ class ContextVerdict(Reply):
     score: Score
 
 
-@dataclass(frozen=True)
-class Interaction:
-    """The verdict on one interaction: a score and its reason, or an error."""
+class Interaction(BaseModel):
+    """The verdict on one interaction: a score and its reason, or an error (with the
+    judge's last reply when it could not be used)."""
 
     qa_id: str
     score: float | None
     reason: str | None = None
     error: str | None = None
     weight: float | None = None
-    raw_reply: str | None = None  # the judge's last reply when it could not be used
+    raw_reply: str | None = None
+
+
+class ContextDetails(MetricDetails):
+    """A session's details: its interactions' verdicts and the interval of their mean."""
+
+    n_interactions: int = 0
+    n_failed: int = 0
+    ci_low: float | None = None
+    ci_high: float | None = None
+    interactions: list[Interaction] = Field(default_factory=list)
 
 
 def context_messages(session: Dataset, batch: Batch, fence: Fence = DEFAULT_FENCE) -> list[Message]:
@@ -89,7 +105,17 @@ def context_messages(session: Dataset, batch: Batch, fence: Fence = DEFAULT_FENC
 
 @metric(
     "context",
-    reads=("session_id", "context", "conversation"),
+    aliases=("Context", "ContextAwareness", "context_awareness"),
+    reads=(
+        "session_id",
+        "context",
+        "conversation",
+        "query",
+        "assistant",
+        "ground_truth_assistant",
+        "observation",
+        "weight",
+    ),
     requires=("session_id", "assistant_id", "context", "conversation"),
 )
 class ContextAwareness:
@@ -105,10 +131,12 @@ class ContextAwareness:
         max_embed_tokens: offline, the longest text embedded (characters / 4); an
             interaction with a longer reply, context, reference reply, observation or query
             fails with its size.
-        name: the key of its results.
+        label: tells this instance apart from others of the same metric in a run (its
+            results go by ``NAME:LABEL``); None: the metric's name alone.
     """
 
     case_type = Dataset
+    details_type = ContextDetails
 
     def __init__(
         self,
@@ -118,17 +146,17 @@ class ContextAwareness:
         fence: Fence = DEFAULT_FENCE,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
-        name: str = "context",
+        label: str | None = None,
     ) -> None:
         self.statistical_mode = statistical_mode or BayesianMode()
         self.judge = judge
         self.fence = fence
         self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
         self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
-        self.name = name
+        self.label = label
 
     def __repr__(self) -> str:
-        return f"ContextAwareness(name={self.name!r}, statistical_mode={self.statistical_mode!r})"
+        return f"ContextAwareness(label={self.label!r}, statistical_mode={self.statistical_mode!r})"
 
     async def score(self, case: Dataset, services: Services) -> MetricResult:
         """Score every interaction of the session ``case`` and aggregate them."""
@@ -140,8 +168,7 @@ class ContextAwareness:
                 await asyncio.gather(*(self._judged(case, b, services) for b in case.conversation))
             )
         interactions = [
-            Interaction(i.qa_id, i.score, i.reason, i.error, float(w))
-            for i, w in zip(found, weights, strict=True)
+            i.model_copy(update={"weight": float(w)}) for i, w in zip(found, weights, strict=True)
         ]
         return self._aggregate(case, interactions, services)
 
@@ -150,14 +177,16 @@ class ContextAwareness:
         messages = context_messages(session, batch, self.fence)
         too_big = prompt_over_budget(messages, self.max_prompt_tokens)
         if too_big is not None:
-            return Interaction(batch.qa_id, None, error=too_big)
+            return Interaction(qa_id=batch.qa_id, score=None, error=too_big)
         try:
             verdict = await services.judge.judge(messages, ContextVerdict, fence=self.fence)
         except JudgeError as exc:
             log.debug("session %s, %s: failed: %s", session.session_id, batch.qa_id, exc)
-            return Interaction(batch.qa_id, None, error=str(exc), raw_reply=exc.raw)
+            return Interaction(
+                qa_id=batch.qa_id, score=None, error=str(exc), raw_reply=raw_reply(exc)
+            )
         out = verdict.output
-        return Interaction(batch.qa_id, out.score, out.reason)
+        return Interaction(qa_id=batch.qa_id, score=out.score, reason=out.reason)
 
     async def _offline(self, session: Dataset, services: Services) -> list[Interaction]:
         shared = too_long([("the context", session.context)], self.max_embed_tokens)
@@ -187,10 +216,10 @@ class ContextAwareness:
         found: list[Interaction] = []
         for b, why in zip(session.conversation, refused, strict=True):
             if why is not None:
-                found.append(Interaction(b.qa_id, None, error=why))
+                found.append(Interaction(qa_id=b.qa_id, score=None, error=why))
                 continue
             r = next(results)
-            found.append(Interaction(b.qa_id, round(r.score, 6), r.reason))
+            found.append(Interaction(qa_id=b.qa_id, score=round(r.score, 6), reason=r.reason))
         return found
 
     def _aggregate(
@@ -204,14 +233,15 @@ class ContextAwareness:
             total = weights.sum()
             weights = weights / total if total > 0 else np.full(len(scored), 1 / len(scored))
         estimate = self.statistical_mode.estimate(values, weights, key=session.session_id)
-        details: dict[str, Any] = {
-            "judge": services.judge.name if services.judge else "offline",
-            "n_interactions": len(interactions),
-            "n_failed": len(failed),
-            "ci_low": estimate.ci_low,
-            "ci_high": estimate.ci_high,
-            "interactions": [_interaction_details(i) for i in interactions],
-        }
+        details = ContextDetails(
+            judge=services.judge.name if services.judge else "offline",
+            n_interactions=len(interactions),
+            n_failed=len(failed),
+            ci_low=estimate.ci_low,
+            ci_high=estimate.ci_high,
+            interactions=list(interactions),
+            raw_reply=next((i.raw_reply for i in failed if i.raw_reply), None),
+        )
         if not scored:
             first = failed[0].error if failed else "the session has no interactions"
             return MetricResult(
@@ -228,12 +258,3 @@ class ContextAwareness:
                 f"first {failed[0].qa_id}: {failed[0].error})"
             )
         return MetricResult(metric=self.name, score=estimate.value, reason=reason, details=details)
-
-
-def _interaction_details(interaction: Interaction) -> dict[str, Any]:
-    """An interaction as ``details`` list it; ``raw_reply`` only when there is one."""
-    out = asdict(interaction)
-    raw = out.pop("raw_reply")
-    if raw:
-        out["raw_reply"] = raw[:MAX_RAW_REPLY]
-    return out

@@ -42,7 +42,7 @@ from contextlens.metrics.base import (
 )
 from contextlens.metrics.registry import metric
 from contextlens.offline.precision import PrecisionItem, score_precision
-from contextlens.schemas import MetricResult, ModelTestCase
+from contextlens.schemas import MetricDetails, MetricResult, ModelTestCase, TokenUsage
 
 log = logging.getLogger("contextlens.context_precision")
 
@@ -51,6 +51,7 @@ __all__ = [
     "ContextPrecisionScorer",
     "FewShotExampleContextPrecision",
     "PrecisionCase",
+    "PrecisionDetails",
     "PrecisionVerdict",
     "precision_messages",
     "validate_few_shot_examples",
@@ -91,6 +92,14 @@ class PrecisionCase(BaseModel):
         if value is None:
             return []
         return [value] if isinstance(value, str) else value
+
+
+class PrecisionDetails(MetricDetails):
+    """A context-precision result's details: the judge call's latency, or (offline) the
+    parts the estimate is made of."""
+
+    latency: float | None = None
+    components: dict[str, float] | None = None
 
 
 class PrecisionVerdict(Reply):
@@ -250,6 +259,7 @@ def precision_messages(
 
 @metric(
     "context-precision",
+    aliases=("ContextPrecision", "context_precision_metric"),
     reads=("input", "actual_output", "expected_output", "retrieval_context"),
     requires=("actual_output", ("expected_output", "retrieval_context", "context")),
 )
@@ -266,7 +276,8 @@ class ContextPrecisionScorer:
             not split).
         max_embed_tokens: offline, the longest text embedded (characters / 4); a case with
             a longer output, expected output or context chunk fails with its size.
-        name: the key of its results.
+        label: tells this instance apart from others of the same metric in a run (its
+            results go by ``NAME:LABEL``); None: the metric's name alone.
 
     A :class:`~contextlens.schemas.ModelTestCase` is read as ``actual_output`` -> output,
     ``retrieval_context`` (else ``context``) -> context. A case without an output is an
@@ -274,6 +285,7 @@ class ContextPrecisionScorer:
     """
 
     case_type = ModelTestCase
+    details_type = PrecisionDetails
 
     def __init__(
         self,
@@ -282,10 +294,10 @@ class ContextPrecisionScorer:
         few_shot_examples: Sequence[Mapping[str, Any] | BaseModel] | None = None,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
-        name: str = "context_precision",
+        label: str | None = None,
     ) -> None:
         self.judge = judge
-        self.name = name
+        self.label = label
         self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
         self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
         self.few_shot_examples = (
@@ -295,7 +307,7 @@ class ContextPrecisionScorer:
         )
 
     def __repr__(self) -> str:
-        return f"ContextPrecisionScorer(name={self.name!r})"
+        return f"ContextPrecisionScorer(label={self.label!r})"
 
     async def score(
         self, case: ModelTestCase | PrecisionCase | Mapping[str, Any], services: Services
@@ -316,24 +328,23 @@ class ContextPrecisionScorer:
         if services.judge is None:
             return await self._offline(case, services)
         messages = precision_messages(case, self.few_shot_examples)
-        details: dict[str, Any] = {"judge": services.judge.name}
+        judge = services.judge.name
         too_big = prompt_over_budget(messages, self.max_prompt_tokens)
         if too_big is not None:
-            details["max_prompt_tokens"] = self.max_prompt_tokens
+            details = PrecisionDetails(judge=judge, max_prompt_tokens=self.max_prompt_tokens)
             return MetricResult(metric=self.name, score=None, error=too_big, details=details)
         try:
             judgement = await services.judge.judge(messages, PrecisionVerdict)
         except JudgeError as exc:
             log.debug("%s: judge failed: %s", self.name, exc)
-            details.update(raw_reply(exc))
+            details = PrecisionDetails(judge=judge, raw_reply=raw_reply(exc))
             return MetricResult(metric=self.name, score=None, error=str(exc), details=details)
         usage = judgement.usage
-        details.update(
-            usage={
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.total_tokens,
-            },
+        details = PrecisionDetails(
+            judge=judge,
+            usage=TokenUsage(
+                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+            ),
             attempts=judgement.attempts,
             latency=judgement.latency,
         )
@@ -352,13 +363,13 @@ class ContextPrecisionScorer:
             self.max_embed_tokens,
         )
         if too_big is not None:
-            details = {"judge": "offline", "max_embed_tokens": self.max_embed_tokens}
+            details = PrecisionDetails(judge="offline", max_embed_tokens=self.max_embed_tokens)
             return MetricResult(metric=self.name, score=None, error=too_big, details=details)
         [estimate] = await score_precision(
             [PrecisionItem(case.output, case.expected_output, case.context, case.input)],
             services.embedder,
         )
-        details: dict[str, Any] = {"judge": "offline", "components": estimate.components}
+        details = PrecisionDetails(judge="offline", components=estimate.components)
         if estimate.error is not None:
             return MetricResult(metric=self.name, score=None, error=estimate.error, details=details)
         return MetricResult(

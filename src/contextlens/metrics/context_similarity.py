@@ -48,16 +48,19 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import BaseModel
 
 from contextlens.embeddings.adapters import checked_vectors
 from contextlens.embeddings.base import Embedder
 from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS, Services, size_limit, too_long
 from contextlens.metrics.registry import metric
-from contextlens.schemas import MetricResult, ModelTestCase
+from contextlens.schemas import MetricDetails, MetricResult, ModelTestCase
 
 __all__ = [
     "SIMILARITY_MODES",
     "ContextSimilarityScorer",
+    "SideSimilarity",
+    "SimilarityDetails",
     "SimilarityModeName",
     "validate_similarity_case",
 ]
@@ -123,6 +126,43 @@ def validate_similarity_case(query: Any, answer: Any, contexts: Any, where: str 
     return _Case(query, answer, tuple(c or "" for c in ctx), kept, skipped)
 
 
+class SideSimilarity(BaseModel):
+    """One side (the query, or the answer) against each context, and their mean."""
+
+    contexts_score: list[float]
+    score: float
+
+
+class SimilarityDetails(MetricDetails):
+    """A context-similarity result's details: both sides and their harmonic mean;
+    :meth:`novastack` gives novastack's result dict."""
+
+    query_context_similarity: SideSimilarity | None = None
+    answer_context_similarity: SideSimilarity | None = None
+    score: float | None = None
+    passing: bool | None = None
+    skipped_contexts: list[int] | None = None
+
+    def novastack(self) -> dict[str, Any]:
+        """novastack's dict: both sides, ``score``, ``passing``, and ``skipped_contexts`` only
+        when some were skipped."""
+        out: dict[str, Any] = {
+            "query_context_similarity": _side(self.query_context_similarity),
+            "answer_context_similarity": _side(self.answer_context_similarity),
+            "score": self.score,
+            "passing": self.passing,
+        }
+        if self.skipped_contexts:
+            out["skipped_contexts"] = list(self.skipped_contexts)
+        return out
+
+
+def _side(side: SideSimilarity | None) -> dict[str, Any] | None:
+    return (
+        None if side is None else {"contexts_score": list(side.contexts_score), "score": side.score}
+    )
+
+
 def _harmonic(q: float, a: float) -> float:
     """Harmonic mean of two scores in [0, 1]; 0 when both are 0."""
     return 0.0 if q + a == 0 else 2.0 * q * a / (q + a)
@@ -130,6 +170,7 @@ def _harmonic(q: float, a: float) -> float:
 
 @metric(
     "context-similarity",
+    aliases=("ContextSimilarityEvaluator",),
     reads=("input", "actual_output", "retrieval_context"),
     requires=("input", "actual_output", "retrieval_context"),
 )
@@ -144,16 +185,19 @@ class ContextSimilarityScorer:
             :func:`~contextlens.embeddings.adapters.as_embedder` takes; None: the run's).
         max_embed_tokens: the longest text embedded (characters / 4); a case with a longer
             query, answer or context fails with its size, and nothing of it is embedded.
-        name: the key of its results.
+        label: tells this instance apart from others of the same metric in a run (its
+            results go by ``NAME:LABEL``); None: the metric's name alone.
 
     A case is a :class:`ModelTestCase` (``input``, ``actual_output``,
     ``retrieval_context``), or a mapping or object with novastack's ``query``,
-    ``generated_text`` and ``contexts``. ``details`` is novastack's result dict. Invalid
+    ``generated_text`` and ``contexts``. ``details`` are :class:`SimilarityDetails`
+    (``details.novastack()`` is novastack's result dict). Invalid
     input or an unusable embedding raises a ``ValueError`` / ``TypeError`` naming it.
     """
 
     case_type = ModelTestCase
     uses_judge = False
+    details_type = SimilarityDetails
 
     def __init__(
         self,
@@ -162,7 +206,7 @@ class ContextSimilarityScorer:
         *,
         embedder: Any = None,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
-        name: str = "context_similarity",
+        label: str | None = None,
     ) -> None:
         mode = getattr(similarity_mode, "value", similarity_mode)  # accepts str enums too
         if mode not in SIMILARITY_MODES:
@@ -178,7 +222,7 @@ class ContextSimilarityScorer:
         self.score_threshold = float(score_threshold)
         self.embedder = embedder
         self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
-        self.name = name
+        self.label = label
 
     @property
     def threshold(self) -> float:
@@ -188,11 +232,11 @@ class ContextSimilarityScorer:
     def __repr__(self) -> str:
         return (
             f"ContextSimilarityScorer(similarity_mode={self.similarity_mode!r}, "
-            f"score_threshold={self.score_threshold}, name={self.name!r})"
+            f"score_threshold={self.score_threshold}, label={self.label!r})"
         )
 
     async def score(self, case: Any, services: Services) -> MetricResult:
-        """One case in, a :class:`MetricResult` whose ``details`` is novastack's dict."""
+        """One case in, a :class:`MetricResult` with :class:`SimilarityDetails`."""
         valid = validate_similarity_case(
             _field(case, "query"), _field(case, "generated_text"), _field(case, "contexts")
         )
@@ -209,15 +253,16 @@ class ContextSimilarityScorer:
                 metric=self.name,
                 score=None,
                 error=too_big,
-                details={"max_embed_tokens": self.max_embed_tokens},
+                details=SimilarityDetails(max_embed_tokens=self.max_embed_tokens),
             )
         [result] = await self.score_many([valid], services.embedder)
-        q = result["query_context_similarity"]["score"]
-        a = result["answer_context_similarity"]["score"]
+        assert result.query_context_similarity and result.answer_context_similarity
+        q = result.query_context_similarity.score
+        a = result.answer_context_similarity.score
         return MetricResult(
             metric=self.name,
-            score=result["score"],
-            success=result["passing"],
+            score=result.score,
+            success=result.passing,
             reason=(
                 f"harmonic mean of query-context {q:.3f} and answer-context {a:.3f} "
                 f"({self.similarity_mode}, in [0, 1])"
@@ -244,9 +289,9 @@ class ContextSimilarityScorer:
         cases: list[_Case],
         embedder: Embedder,
         labels: Callable[[int, str], str] | None = None,
-    ) -> list[dict[str, Any]]:
-        """novastack's dict for each validated case, embedding every distinct text once in
-        one call; ``labels(i, field)`` names a text in errors (default: the field)."""
+    ) -> list[SimilarityDetails]:
+        """The result of each validated case, embedding every distinct text once in one
+        call; ``labels(i, field)`` names a text in errors (default: the field)."""
         label = labels or _single_labels
         first_seen: dict[str, str] = {}
         for i, c in enumerate(cases):
@@ -260,22 +305,20 @@ class ContextSimilarityScorer:
         vectors = dict(zip(texts, checked, strict=True))
         return [self._result(c, vectors) for c in cases]
 
-    def _result(self, case: _Case, vectors: dict[str, NDArray[np.float32]]) -> dict[str, Any]:
+    def _result(self, case: _Case, vectors: dict[str, NDArray[np.float32]]) -> SimilarityDetails:
         ctx = np.stack([vectors[case.contexts[j]] for j in case.kept])
         q_scores = [float(s) for s in self.similarity(vectors[case.query], ctx)]
         a_scores = [float(s) for s in self.similarity(vectors[case.answer], ctx)]
         q_mean = math.fsum(q_scores) / len(q_scores)
         a_mean = math.fsum(a_scores) / len(a_scores)
         score = _harmonic(q_mean, a_mean)
-        result: dict[str, Any] = {
-            "query_context_similarity": {"contexts_score": q_scores, "score": q_mean},
-            "answer_context_similarity": {"contexts_score": a_scores, "score": a_mean},
-            "score": score,
-            "passing": bool(score >= self.score_threshold),
-        }
-        if case.skipped:
-            result["skipped_contexts"] = list(case.skipped)
-        return result
+        return SimilarityDetails(
+            query_context_similarity=SideSimilarity(contexts_score=q_scores, score=q_mean),
+            answer_context_similarity=SideSimilarity(contexts_score=a_scores, score=a_mean),
+            score=score,
+            passing=bool(score >= self.score_threshold),
+            skipped_contexts=list(case.skipped) or None,
+        )
 
 
 def _single_labels(_: int, field: str) -> str:

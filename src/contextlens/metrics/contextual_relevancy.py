@@ -41,7 +41,7 @@ from functools import cache
 from string import Template
 from typing import Any, ClassVar, Literal, cast
 
-from pydantic import Field, create_model
+from pydantic import BaseModel, Field, create_model
 
 from contextlens.backend import Message, Usage
 from contextlens.errors import InputError, JudgeError
@@ -67,14 +67,17 @@ from contextlens.metrics.base import (
 from contextlens.metrics.registry import metric
 from contextlens.offline.relevance import RelevanceItem, StatementRelevance, score_relevance
 from contextlens.offline.text import sentences
-from contextlens.schemas import MetricResult, ModelTestCase
+from contextlens.schemas import MetricDetails, MetricResult, ModelTestCase, TokenUsage
 
 log = logging.getLogger("contextlens.contextual_relevancy")
 
 __all__ = [
     "DEFAULT_MAX_PROMPT_TOKENS",
+    "ChunkRelevance",
     "ContextualRelevancyScorer",
     "ContextualRelevancyTemplate",
+    "RelevancyDetails",
+    "StatementVerdict",
     "estimate_tokens",
     "relevancy_messages",
     "reply_schema",
@@ -87,8 +90,41 @@ USER_PROMPT = "contextual_relevancy_user.md"
 FORMAT_OVERRIDE = "Whatever reply format was described above, reply in this one instead."
 
 Chunk = tuple[int, str]  # (index in retrieval_context, text)
-Verdict = dict[str, Any]
 PromptBuilder = Callable[[str, str, str], list[Message]]
+
+
+# --- what a result holds ------------------------------------------------------------------
+
+
+class StatementVerdict(BaseModel):
+    """One statement of a chunk and whether it is relevant to the input; ``chunk`` is its
+    chunk's 0-based index in ``retrieval_context`` (offline adds its ``relevance``)."""
+
+    chunk: int
+    statement: str
+    verdict: Literal["yes", "no"]
+    reason: str
+    relevance: float | None = None
+
+
+class ChunkRelevance(BaseModel):
+    """Offline: the probability that a chunk bears on the input."""
+
+    chunk: int
+    relevance: float
+
+
+class RelevancyDetails(MetricDetails):
+    """A contextual-relevancy result's details: every statement's verdict and the counts
+    the score is computed from."""
+
+    method: Literal["judge", "offline"] | None = None
+    verdicts: list[StatementVerdict] = Field(default_factory=list)
+    relevant: int = 0
+    statements: int = 0
+    chunk_relevance: list[ChunkRelevance] | None = None
+    judge_calls: int | None = None
+    template: str | None = None
 
 
 # --- the judge's reply schemas -------------------------------------------------------------
@@ -278,14 +314,14 @@ def relevancy_messages(
 
 
 def reason_messages(
-    template: Any, input_text: str, verdicts: Sequence[Verdict], score: float
+    template: Any, input_text: str, verdicts: Sequence[StatementVerdict], score: float
 ) -> list[Message]:
     """The prompt of a template's own ``generate_reason``, with the reply format appended."""
     text = str(
         template.generate_reason(
             input=data_block("input", input_text),
-            irrelevancies=[v["reason"] for v in verdicts if v["verdict"] == "no"],
-            relevant_statements=[v["statement"] for v in verdicts if v["verdict"] == "yes"],
+            irrelevancies=[v.reason for v in verdicts if v.verdict == "no"],
+            relevant_statements=[v.statement for v in verdicts if v.verdict == "yes"],
             score=round(score, 2),
         )
     )
@@ -303,6 +339,7 @@ def _counts(relevant: int, total: int) -> str:
 
 @metric(
     "contextual-relevancy",
+    aliases=("ContextualRelevancyMetric", "Contextual Relevancy"),
     reads=("input", "retrieval_context"),
     requires=("input", "retrieval_context"),
 )
@@ -325,13 +362,14 @@ class ContextualRelevancyScorer:
             a longer input or chunk fails with its size.
         judge: this metric's own judge (None: the run's).
         embedder: this metric's own embedder for the offline path (None: the run's).
-        name: the key of its results.
+        label: tells this instance apart from others of the same metric in a run (its
+            results go by ``NAME:LABEL``); None: the metric's name alone.
 
-    ``details["verdicts"]`` are dicts ``{chunk, statement, verdict, reason}``, ``chunk``
-    being the 0-based index in ``retrieval_context`` (offline adds ``relevance``).
+    ``details`` are :class:`RelevancyDetails`: each statement's :class:`StatementVerdict`.
     """
 
     case_type = ModelTestCase
+    details_type = RelevancyDetails
 
     def __init__(
         self,
@@ -344,7 +382,7 @@ class ContextualRelevancyScorer:
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
         judge: Any = None,
         embedder: Any = None,
-        name: str = "contextual_relevancy",
+        label: str | None = None,
     ) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold}")
@@ -357,12 +395,12 @@ class ContextualRelevancyScorer:
         self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
         self.judge = judge
         self.embedder = embedder
-        self.name = name
+        self.label = label
 
     def __repr__(self) -> str:
         return (
             f"ContextualRelevancyScorer(threshold={self.threshold}, "
-            f"strict_mode={self.strict_mode}, name={self.name!r})"
+            f"strict_mode={self.strict_mode}, label={self.label!r})"
         )
 
     @property
@@ -375,16 +413,18 @@ class ContextualRelevancyScorer:
         chunks = _chunks(case)
         if not chunks:
             return self._result(
-                [], "The retrieval context is empty: there are no statements to judge.", {}
+                [],
+                "The retrieval context is empty: there are no statements to judge.",
+                RelevancyDetails(),
             )
         if services.judge is None:
             return await self._offline(case.input, chunks, services)
         return await self._judged(case.input, chunks, services)
 
     def _result(
-        self, verdicts: list[Verdict], explanation: str | None, extra: dict[str, Any]
+        self, verdicts: list[StatementVerdict], explanation: str | None, details: RelevancyDetails
     ) -> MetricResult:
-        relevant = sum(v["verdict"] == "yes" for v in verdicts)
+        relevant = sum(v.verdict == "yes" for v in verdicts)
         total = len(verdicts)
         score = self._score(relevant, total)
         reason = None
@@ -392,7 +432,9 @@ class ContextualRelevancyScorer:
             reason = explanation if not total else _counts(relevant, total)
             if total and explanation:
                 reason += " " + explanation
-        details = {"verdicts": verdicts, "relevant": relevant, "statements": total, **extra}
+        details = details.model_copy(
+            update={"verdicts": verdicts, "relevant": relevant, "statements": total}
+        )
         return MetricResult(
             metric=self.name,
             score=score,
@@ -420,37 +462,40 @@ class ContextualRelevancyScorer:
                 metric=self.name,
                 score=None,
                 error=too_big,
-                details={"method": "offline", "max_embed_tokens": self.max_embed_tokens},
+                details=RelevancyDetails(
+                    method="offline", judge="offline", max_embed_tokens=self.max_embed_tokens
+                ),
             )
         texts = [t for _, t in chunks]
         [found] = await score_relevance([RelevanceItem(input_text, texts)], services.embedder)
         verdicts = [
-            {
-                "chunk": chunks[s.chunk][0],
-                "statement": s.statement,
-                "verdict": s.verdict,
-                "reason": f"chunk bears on the input with p={found.chunk_relevance[s.chunk]:.2f}; "
+            StatementVerdict(
+                chunk=chunks[s.chunk][0],
+                statement=s.statement,
+                verdict=s.verdict,
+                reason=f"chunk bears on the input with p={found.chunk_relevance[s.chunk]:.2f}; "
                 f"statement similarity {s.similarity:.2f} (offline)",
-                "relevance": round(s.relevance, 4),
-            }
+                relevance=round(s.relevance, 4),
+            )
             for s in found.statements
         ]
-        extra: dict[str, Any] = {
-            "method": "offline",
-            "chunk_relevance": [
-                {"chunk": chunks[i][0], "relevance": round(r, 4)}
+        details = RelevancyDetails(
+            method="offline",
+            judge="offline",
+            chunk_relevance=[
+                ChunkRelevance(chunk=chunks[i][0], relevance=round(r, 4))
                 for i, r in enumerate(found.chunk_relevance)
             ],
-        }
+        )
         if self.evaluation_template is not None:
-            extra["template"] = "unused: the offline estimate has no prompt"
+            details.template = "unused: the offline estimate has no prompt"
             warnings.warn(
                 f"{self.name}: evaluation_template is unused offline (no judge: the estimate "
                 "has no prompt); give the metric a judge to use it",
                 UserWarning,
                 stacklevel=2,
             )
-        return self._result(verdicts, _offline_explanation(found.statements), extra)
+        return self._result(verdicts, _offline_explanation(found.statements), details)
 
     # --- judge ----------------------------------------------------------------------------
 
@@ -545,8 +590,8 @@ class ContextualRelevancyScorer:
         if failures:
             i, exc = failures[0]
             where = f"call {i} of {len(batches)}: " if len(batches) > 1 else ""
-            return self._failed(f"{where}{exc}", judge_name, len(batches), **raw_reply(exc))
-        verdicts: list[Verdict] = []
+            return self._failed(f"{where}{exc}", judge_name, len(batches), raw_reply=raw_reply(exc))
+        verdicts: list[StatementVerdict] = []
         reasons: list[str] = []
         usage, attempts = Usage(), 0
         for batch, outcome in zip(batches, outcomes, strict=True):
@@ -554,12 +599,9 @@ class ContextualRelevancyScorer:
             out = judgement.output
             usage, attempts = usage + judgement.usage, attempts + judgement.attempts
             verdicts.extend(
-                {
-                    "chunk": batch[k][0],
-                    "statement": s.statement,
-                    "verdict": s.verdict,
-                    "reason": s.reason,
-                }
+                StatementVerdict(
+                    chunk=batch[k][0], statement=s.statement, verdict=s.verdict, reason=s.reason
+                )
                 for k, listed in enumerate(out.chunks)
                 for s in listed.statements
             )
@@ -568,7 +610,7 @@ class ContextualRelevancyScorer:
                 reasons.append(reason)
         n_calls = len(batches)
         if self._reason_call:
-            relevant = sum(v["verdict"] == "yes" for v in verdicts)
+            relevant = sum(v.verdict == "yes" for v in verdicts)
             messages = reason_messages(
                 self.evaluation_template,
                 input_text,
@@ -588,22 +630,22 @@ class ContextualRelevancyScorer:
                 said = await services.judge.judge(messages, ReasonReply)
             except JudgeError as exc:
                 return self._failed(
-                    f"the reason call: {exc}", judge_name, n_calls, **raw_reply(exc)
+                    f"the reason call: {exc}", judge_name, n_calls, raw_reply=raw_reply(exc)
                 )
             usage, attempts = usage + said.usage, attempts + said.attempts
             reasons.append(said.output.reason.strip())
-        extra: dict[str, Any] = {
-            "method": "judge",
-            "judge": judge_name,
-            "judge_calls": n_calls,
-            "attempts": attempts,
-        }
-        if usage.total_tokens:
-            extra["usage"] = {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-            }
-        return self._result(verdicts, " ".join(reasons) or None, extra)
+        details = RelevancyDetails(
+            method="judge",
+            judge=judge_name,
+            judge_calls=n_calls,
+            attempts=attempts,
+            usage=TokenUsage(
+                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+            )
+            if usage.total_tokens
+            else None,
+        )
+        return self._result(verdicts, " ".join(reasons) or None, details)
 
     def _failed(self, error: str, judge: str, calls: int, **extra: Any) -> MetricResult:
         log.debug("%s: judge failed: %s", self.name, error)
@@ -611,7 +653,7 @@ class ContextualRelevancyScorer:
             metric=self.name,
             score=None,
             error=error,
-            details={"judge": judge, "judge_calls": calls, **extra},
+            details=RelevancyDetails(method="judge", judge=judge, judge_calls=calls, **extra),
         )
 
 

@@ -1,4 +1,4 @@
-"""The metric registry: every metric by its name, for the CLI, ``calibrate``, the pytest
+r"""The metric registry: every metric by its name, for the CLI, ``calibrate``, the pytest
 plugin and ``evaluate``.
 
 A metric registers itself where it is defined, as Inspect AI registers scorers::
@@ -12,6 +12,13 @@ A metric registers itself where it is defined, as Inspect AI registers scorers::
 
 ``requires`` names the case fields a metric cannot do without (a tuple entry: one of them);
 a case missing one is refused before anything is scored.
+
+**One name per metric.** The registered name is the key of every result, summary, gate,
+threshold, comparison and calibration; the decorator sets it as the class's ``name``.
+``aliases`` (a seed library's class or display name) and the spellings that differ only in
+case, ``-``, ``_`` or spaces resolve to it (:func:`resolve`); any other name is an
+:class:`UnknownMetricError` with the closest known name. Two instances of one metric in a run
+carry distinct ``label``\ s and go by ``NAME:LABEL`` (:func:`key_of`, :func:`match`).
 
 The built-in metrics are the modules of :mod:`contextlens.metrics`, found and imported on
 first use, so a new metric is one module (with its prompts and tests) and nothing else is
@@ -32,9 +39,23 @@ from importlib import metadata
 from typing import Any, TypeVar
 
 from contextlens.errors import ContextLensError
+from contextlens.fields import closest
 from contextlens.metrics.base import Metric, Requirement, as_requires
+from contextlens.schemas import MetricDetails, MetricKey
 
-__all__ = ["MetricInfo", "UnknownMetricError", "create", "get", "metric", "names", "registered"]
+__all__ = [
+    "MetricInfo",
+    "UnknownMetricError",
+    "create",
+    "get",
+    "key_of",
+    "match",
+    "metric",
+    "name_of",
+    "names",
+    "registered",
+    "resolve",
+]
 
 ENTRY_POINT_GROUP = "contextlens.metrics"
 _NOT_METRICS = frozenset({"base", "registry", "prompts"})
@@ -52,7 +73,8 @@ class MetricInfo:
 
     ``factory()`` makes it with its defaults; ``case_type`` is the kind of case it scores;
     ``reads`` the case fields it uses and ``requires`` those it cannot do without, each a
-    field name or a tuple of alternatives (``contextlens schema`` shows both).
+    field name or a tuple of alternatives (``contextlens schema`` shows both); ``aliases``
+    the other names it answers to; ``details`` the type of its results' details.
     """
 
     name: str
@@ -61,11 +83,18 @@ class MetricInfo:
     description: str
     reads: tuple[str, ...]
     requires: tuple[Requirement, ...] = ()
+    aliases: tuple[str, ...] = ()
+    details: type[MetricDetails] = MetricDetails
 
 
 _registry: dict[str, MetricInfo] = {}
 _lock = threading.RLock()
 _loaded = False
+
+
+def _folded(name: str) -> str:
+    """A name as it compares: case, ``-``, ``_`` and spaces do not matter."""
+    return "".join(ch for ch in name.lower() if ch not in "-_ ")
 
 
 def metric(
@@ -75,17 +104,21 @@ def metric(
     reads: Sequence[str] = (),
     requires: Sequence[str | Sequence[str]] | None = None,
     description: str | None = None,
+    aliases: Sequence[str] = (),
 ) -> Callable[[F], F]:
     """Register the decorated class (or factory function) under ``name``.
 
     ``case_type``, ``requires`` and ``description`` default to the class's ``case_type``
     and ``requires`` attributes and the first line of its docstring. ``requires`` given here
     is set as the class's ``requires`` attribute, which the runner reads (a factory
-    function's metric declares its own). A name can be registered once; registering another
-    object under a taken name raises ``ValueError``.
+    function's metric declares its own); a class gets ``name`` as its ``name``. ``aliases``
+    are other names it answers to (a seed library's class name). A name can be registered
+    once; registering another object under a taken name or alias raises ``ValueError``.
     """
-    if not name or name != name.strip() or " " in name:
-        raise ValueError(f"metric name {name!r}: use a non-empty name without spaces")
+    if not name or name != name.strip() or " " in name or MetricKey.SEPARATOR in name:
+        raise ValueError(
+            f"metric name {name!r}: use a non-empty name without spaces or {MetricKey.SEPARATOR!r}"
+        )
 
     def register(factory: F) -> F:
         kind = case_type or getattr(factory, "case_type", None)
@@ -95,8 +128,10 @@ def metric(
             needs = as_requires(getattr(factory, "requires", ()) if requires is None else requires)
         except TypeError as exc:
             raise TypeError(f"metric {name!r}: {exc}") from None
-        if requires is not None and isinstance(factory, type):
-            factory.requires = needs  # type: ignore[attr-defined]
+        if isinstance(factory, type):
+            factory.name = name  # type: ignore[attr-defined]
+            if requires is not None:
+                factory.requires = needs  # type: ignore[attr-defined]
         doc = (factory.__doc__ or "").strip().splitlines()
         info = MetricInfo(
             name=name,
@@ -105,11 +140,20 @@ def metric(
             description=description or (doc[0] if doc else ""),
             reads=tuple(reads),
             requires=needs,
+            aliases=tuple(aliases),
+            details=getattr(factory, "details_type", MetricDetails),
         )
         with _lock:
             known = _registry.get(name)
             if known is not None and known.factory is not factory:
                 raise ValueError(f"metric {name!r} is already registered by {known.factory!r}")
+            for other in _registry.values():
+                if other.name == name:
+                    continue
+                taken = {_folded(n) for n in (other.name, *other.aliases)}
+                clash = [n for n in (name, *aliases) if _folded(n) in taken]
+                if clash:
+                    raise ValueError(f"metric {name!r}: {clash[0]!r} names {other.name!r} already")
             _registry[name] = info
         return factory
 
@@ -152,16 +196,90 @@ def names() -> list[str]:
 
 
 def get(name: str) -> MetricInfo:
-    """The metric registered as ``name``; :class:`UnknownMetricError` lists the known names."""
+    """The metric ``name`` stands for (see :func:`resolve`)."""
+    return resolve(name)
+
+
+def resolve(name: str) -> MetricInfo:
+    """The metric registered as ``name``, or answering to it: one of its aliases, or a
+    spelling that differs only in case, ``-``, ``_`` or spaces (``context_precision``,
+    ``ContextPrecision``). :class:`UnknownMetricError` names the closest metric else."""
     known = registered()
-    if name not in known:
-        raise UnknownMetricError(f"unknown metric {name!r}; choose from {', '.join(known)}")
-    return known[name]
+    if name in known:
+        return known[name]
+    folded = _folded(name)
+    for info in known.values():
+        if folded in {_folded(n) for n in (info.name, *info.aliases)}:
+            return info
+    names = {n: info.name for info in known.values() for n in (info.name, *info.aliases)}
+    near = closest(name, names)
+    hint = f"did you mean {names[near]!r}? " if near else ""
+    raise UnknownMetricError(f"unknown metric {name!r}; {hint}choose from {', '.join(known)}")
 
 
 def create(name: str, **options: Any) -> Metric[Any]:
     """A new instance of the metric ``name`` (``options`` go to its factory)."""
-    return get(name).factory(**options)
+    return resolve(name).factory(**options)
+
+
+def name_of(obj: Metric[Any]) -> str:
+    """The registered name of a metric object: that of its class, else its own ``name``."""
+    known = registered()
+    for info in known.values():
+        factory = info.factory
+        if isinstance(factory, type) and isinstance(obj, factory):
+            return info.name
+    own = getattr(obj, "name", None)
+    if not isinstance(own, str) or not own:
+        raise TypeError(f"metric {obj!r} has no name")
+    return own
+
+
+def key_of(obj: Metric[Any]) -> MetricKey:
+    """The key ``obj``'s results go by: its registered name, with its ``label`` if any."""
+    label = getattr(obj, "label", None)
+    return MetricKey.of(name_of(obj), label if isinstance(label, str) else None)
+
+
+def details_type(name: str) -> type[MetricDetails]:
+    """The details model of the metric ``name`` (the base model for one not registered)."""
+    info = registered().get(MetricKey(name).name)
+    return info.details if info is not None else MetricDetails
+
+
+def match(given: str, keys: Sequence[str], *, what: str = "metric") -> MetricKey:
+    """The one of ``keys`` (a run's metric keys) that ``given`` names.
+
+    ``given`` is a key (``context-precision``, ``context-precision:strict``) or any name
+    :func:`resolve` takes (``context_precision_metric``). A name the run does not measure,
+    or one that names several of its keys (instances with labels), is an
+    :class:`UnknownMetricError` saying which keys there are: never a prefix match.
+    """
+    run_keys = [MetricKey(k) for k in keys]
+    if given in run_keys:
+        return MetricKey(given)
+    wanted = MetricKey(given)
+    try:
+        name = resolve(wanted.name).name
+    except UnknownMetricError:
+        folded = _folded(wanted.name)  # a metric object of one's own, not registered
+        found = [k.name for k in run_keys if _folded(k.name) == folded]
+        if not found:
+            raise
+        name = found[0]
+    label = wanted.label
+    found_keys = [k for k in run_keys if k.name == name and (label is None or k.label == label)]
+    listed = ", ".join(run_keys) or "none"
+    if not found_keys:
+        raise UnknownMetricError(
+            f"{what} {given!r} names {MetricKey.of(name, label)!r}, which this run does not "
+            f"measure (it measures: {listed})"
+        )
+    if len(found_keys) > 1:
+        raise UnknownMetricError(
+            f"{what} {given!r} is ambiguous: this run has {', '.join(found_keys)}; name one"
+        )
+    return found_keys[0]
 
 
 def unregister(name: str) -> None:

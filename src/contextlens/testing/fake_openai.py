@@ -89,6 +89,7 @@ class _Server(ThreadingHTTPServer):
         self.fake = fake
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
+        self.stopped = False
         super().__init__(address, _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -126,13 +127,18 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         route = self._route()
         body = self._read_json()
-        if route not in ("chat", "embeddings"):
+        if self.server.stopped:  # a stopped server answers nothing, even on an open connection
+            self.close_connection = True
+        elif route not in ("chat", "embeddings"):
             self._send(404, _error_body("not found", "invalid_request_error"))
         elif body is None:
             self._send(400, _error_body("invalid JSON body", "invalid_request_error"))
         else:
             status, payload, headers = self.server.fake._handle(route, body, dict(self.headers))
-            self._send(status, payload, headers)
+            if self.server.stopped:  # stopped meanwhile: the call is dropped, as in a crash
+                self.close_connection = True
+            else:
+                self._send(status, payload, headers)
 
     def _route(self) -> str | None:
         path = self.path.split("?", 1)[0].rstrip("/")
@@ -297,20 +303,26 @@ class FakeOpenAIServer:
         server, self._server = self._server, None
         if server is None:
             return
+        server.stopped = True
         self._stopping.set()
+        self._drop_connections(server)
         server.shutdown()
         server.server_close()
-        with server.connections_lock:
-            connections = list(server.connections)
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+        self._drop_connections(server)
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
+
+    @staticmethod
+    def _drop_connections(server: _Server) -> None:
+        with server.connections_lock:
+            connections = list(server.connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def __exit__(
         self,

@@ -23,7 +23,6 @@ the items with ``iter_results()``: they are streamed from the file page by page 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -32,45 +31,36 @@ import secrets
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import BaseModel, Field, PrivateAttr
 
-from contextlens.engine.sqlite import Closing, SQLiteFile, connect, file_path
-from contextlens.errors import ContextLensError, InputError
+from contextlens.engine.sqlite import Closing, SQLiteFile, file_path
+from contextlens.errors import InputError
 from contextlens.results import EvalRun, ItemResult, MetricSummary
+from contextlens.store.records import (
+    COMPLETED,
+    FAILED,
+    INTERRUPTED,
+    PAGE,
+    RUNNING,
+    RunInfo,
+    StoredRun,
+    StoreError,
+    run_status,
+)
 
-__all__ = [
-    "COMPLETED",
-    "FAILED",
-    "INTERRUPTED",
-    "RUNNING",
-    "SCHEMA_VERSION",
-    "RunInfo",
-    "RunStore",
-    "StoreError",
-    "StoredRun",
-    "active_store",
-    "configure",
-    "default_store_path",
-    "fingerprint_cases",
-    "fingerprint_file",
-    "record_score",
-]
+__all__ = ["SCHEMA_VERSION", "RunStore", "default_store_path", "library_versions"]
 
 SCHEMA_VERSION = 2
 """Stored in ``PRAGMA user_version``. A file with a newer version is refused; run history
 is never dropped, so later versions migrate older files in place (version 2 added the
 status, command and process of each run; the runs of version 1 are ``completed``)."""
 
-RUNNING, COMPLETED, FAILED, INTERRUPTED = "running", "completed", "failed", "interrupted"
-"""A run's status. ``interrupted``: recorded ``running``, but its process is gone (on this
-host), or stopped by the user (Ctrl-C)."""
 
 _BATCH = 1000  # item rows per executemany / per page read back
 _MAX_CANDIDATES = 10
@@ -146,169 +136,12 @@ _ITEM_INSERT = (
 )
 
 
-class StoreError(ContextLensError):
-    """The run store file cannot be opened or used."""
-
-
 def default_store_path() -> Path:
     """``$CONTEXTLENS_STORE`` when set, else ``runs.sqlite3`` in the user data folder."""
     env = os.environ.get("CONTEXTLENS_STORE")
     if env:
         return Path(env).expanduser()
     return Path(platformdirs.user_data_dir("contextlens")) / "runs.sqlite3"
-
-
-# --------------------------------------------------------------------------- fingerprints
-
-
-def fingerprint_file(path: str | os.PathLike[str]) -> str:
-    """SHA-256 hex digest of the file's bytes (read 1 MiB at a time)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def fingerprint_cases(cases: Iterable[Any]) -> str:
-    """SHA-256 hex digest of in-memory cases, in order (consumes an iterator).
-
-    Each case (a pydantic model, a dict or any JSON value) is hashed as canonical JSON
-    (sorted keys, compact), one line per case, so equal data gives an equal fingerprint in
-    any process.
-    """
-    digest = hashlib.sha256()
-    for case in cases:
-        value = case.model_dump(mode="json") if isinstance(case, BaseModel) else case
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-        digest.update(text.encode("utf-8", "surrogatepass") + b"\n")
-    return digest.hexdigest()
-
-
-# --------------------------------------------------------------------------- models
-
-
-class RunProcess(BaseModel):
-    """How a recorded run went as a process: its ``status`` (``running``, ``completed``,
-    ``failed`` with ``error`` saying why, or ``interrupted``), the ``command`` run in ``cwd``
-    that started it (and resumes it), and its process id and host while it runs."""
-
-    status: str = COMPLETED
-    error: str | None = None
-    command: str | None = None
-    cwd: str | None = None
-    pid: int | None = None
-    host: str | None = None
-
-
-class RunInfo(RunProcess):
-    """One line of :meth:`RunStore.list_runs`: a run at a glance.
-
-    ``status``: ``running``, ``completed``, ``failed`` (``error`` says why) or
-    ``interrupted``; ``command`` run in ``cwd`` started it (and resumes it); ``out_dir`` is
-    its run folder. Counts and means are those of a completed run (0 and none before).
-    """
-
-    run_id: str
-    started_at: str
-    judge: str
-    dataset: str | None
-    n_cases: int
-    n_items: int
-    n_failed: int
-    means: dict[str, float | None]
-    out_dir: str | None = None
-
-
-class StoredRun(EvalRun, RunProcess):
-    """An :class:`EvalRun` read back from a :class:`RunStore`, plus what was recorded with it.
-
-    ``iter_results()`` streams the items from the store (unless ``results`` was filled by
-    ``load(..., results=True)``); ``to_pandas()`` and ``failures()`` use it.
-    """
-
-    config: dict[str, Any] = Field(default_factory=dict)
-    dataset: str | None = None
-    dataset_fingerprint: str | None = None
-    versions: dict[str, str | None] = Field(default_factory=dict)
-    recorded_at: str | None = None
-    _store_path: str | None = PrivateAttr(default=None)
-
-    def iter_results(self) -> Iterator[ItemResult]:
-        """Every item result, in the order they were recorded; for a run that did not
-        complete, those its run folder's ``results.jsonl`` holds (none when it is gone)."""
-        if self.results or self._store_path is None:
-            yield from self.results
-            return
-        if self.status != COMPLETED:
-            yield from _partial_results(self.out_dir)
-            return
-        path = Path(self._store_path)
-        if not path.exists():
-            raise StoreError(f"the run store {path} of run {self.run_id!r} is gone")
-        conn = connect(path, "the run store", StoreError)
-        try:
-            last = -1
-            while True:
-                try:
-                    rows = conn.execute(
-                        "SELECT seq, data FROM items WHERE run_id = ? AND seq > ? "
-                        "ORDER BY seq LIMIT ?",
-                        (self.run_id, last, _BATCH),
-                    ).fetchall()
-                except sqlite3.Error as exc:
-                    raise StoreError(f"cannot read run {self.run_id!r} from {path}: {exc}") from exc
-                for _, data in rows:
-                    yield ItemResult.model_validate_json(data)
-                if len(rows) < _BATCH:
-                    return
-                last = rows[-1][0]
-        finally:
-            conn.close()
-
-
-def _partial_results(out_dir: str | None) -> Iterator[ItemResult]:
-    """The whole lines of ``out_dir/results.jsonl``: a killed run may have left its last
-    line half written."""
-    if out_dir is None:
-        return
-    try:
-        handle = open(Path(out_dir) / "results.jsonl", encoding="utf-8")  # noqa: SIM115
-    except FileNotFoundError:
-        return
-    with handle:
-        for line in handle:
-            if line.endswith("\n"):
-                yield ItemResult.model_validate_json(line)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host still runs (a zombie does not). Where that
-    cannot be told (Windows), it is taken to run."""
-    if os.name == "nt":
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # it exists, owned by someone else
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    state = stat.rpartition(")")[2].split()[:1]
-    return state not in (["Z"], ["X"])
-
-
-def _status(status: str, pid: int | None, host: str | None) -> str:
-    """The status as recorded, but ``interrupted`` for a running run whose process is gone."""
-    if status == RUNNING and pid is not None and host == socket.gethostname() and not _alive(pid):
-        return INTERRUPTED
-    return status
-
-
-# --------------------------------------------------------------------------- the store
 
 
 def _timestamp(started_at: str, fallback: float) -> float:
@@ -482,7 +315,7 @@ class RunStore(Closing):
             batch: list[tuple[Any, ...]] = []
             for seq, item in enumerate(run.iter_results()):
                 batch.append(_item_row(run.run_id, seq, item))
-                if len(batch) >= _BATCH:
+                if len(batch) >= PAGE:
                     conn.executemany(_ITEM_INSERT, batch)
                     batch.clear()
             if batch:
@@ -591,7 +424,7 @@ class RunStore(Closing):
                     n_items=n_items,
                     n_failed=n_failed,
                     means={k: v.get("mean") for k, v in json.loads(summaries).items()},
-                    status=_status(status, pid, host),
+                    status=run_status(status, pid, host),
                     error=error,
                     command=command,
                     cwd=cwd,
@@ -673,7 +506,7 @@ class RunStore(Closing):
             recorded_at=datetime.fromtimestamp(recorded, timezone.utc).isoformat(
                 timespec="seconds"
             ),
-            status=_status(status, pid, host),
+            status=run_status(status, pid, host),
             error=error,
             command=command,
             cwd=cwd,
@@ -738,39 +571,3 @@ def _refresh_counts(conn: sqlite3.Connection, run_id: str) -> None:
         "WHERE run_id = ?1",
         (run_id,),
     )
-
-
-# --------------------------------------------------------------------------- active store
-
-_active: RunStore | None = None
-_active_lock = threading.Lock()
-
-
-def configure(path: str | os.PathLike[str] | RunStore | None) -> RunStore | None:
-    """Set the process-wide store that code recording "when configured" uses; ``None``
-    turns recording off. Returns the store now active."""
-    global _active
-    store = path if isinstance(path, RunStore) or path is None else RunStore(path)
-    with _active_lock:
-        _active = store
-    return store
-
-
-def active_store() -> RunStore | None:
-    """The store set by :func:`configure`, or ``None``."""
-    return _active
-
-
-def record_score(
-    metric: str,
-    case_id: str,
-    score: float | None,
-    reason: str | None = None,
-    error: str | None = None,
-) -> str | None:
-    """:meth:`RunStore.record_score` on the active store; a no-op returning ``None`` when
-    no store is configured."""
-    store = _active
-    if store is None:
-        return None
-    return store.record_score(metric, case_id, score, reason, error)

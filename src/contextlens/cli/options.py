@@ -1,0 +1,152 @@
+"""What the commands share: the judge options, metrics and objects named on the command
+line, progress lines for a log."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from contextlens.cli.app import UsageProblem, err
+from contextlens.engine.accounting import current_ledger
+from contextlens.errors import ContextLensError
+from contextlens.judges.spec import OFFLINE, JudgeSettings, JudgeSpec, is_offline, is_spec
+from contextlens.terminal import line
+
+__all__ = [
+    "JUDGE_HELP",
+    "JudgeTimeout",
+    "MaxTokens",
+    "ProgressLines",
+    "StructuredOutput",
+    "build_metrics",
+    "fmt",
+    "judge_option",
+    "load_object",
+    "near",
+    "progress_option",
+]
+
+JUDGE_HELP = (
+    "offline | openai:MODEL | http://HOST:PORT/v1#MODEL | litellm:PROVIDER/MODEL | "
+    "llama:PATH.gguf | module:attr; settings may follow: ...#MODEL?timeout=300&max_tokens=400"
+)
+JudgeTimeout = Annotated[
+    float | None,
+    typer.Option(help="seconds per judge call, from when it is sent [default: 60; 300 local]"),
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(help="completion tokens per judge call [default: sized from the reply schema]"),
+]
+StructuredOutput = Annotated[
+    str | None,
+    typer.Option(
+        help="auto (constrained JSON where the server has it) | json_schema | json_object | off"
+    ),
+]
+
+
+def build_metrics(names: list[str]) -> list[Any]:
+    """The metrics the command line names, each with its defaults; an unknown name is a
+    usage problem with the closest known one."""
+    from contextlens.metrics import registry
+
+    try:
+        return [registry.create(name) for name in names]
+    except registry.UnknownMetricError as exc:
+        raise UsageProblem(str(exc)) from None
+
+
+def load_object(spec: str) -> Any:
+    """``module:attr`` from user code (called when it is a factory with no arguments)."""
+    module_name, _, attr = spec.partition(":")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UsageProblem(f"cannot load {spec!r}: {exc}") from None
+    return obj() if inspect.isclass(obj) or inspect.isfunction(obj) else obj
+
+
+def judge_option(
+    spec: str | None,
+    *,
+    timeout: float | None = None,
+    max_tokens: int | None = None,
+    structured_output: str | None = None,
+) -> Any:
+    """``--judge`` and its settings: None, ``offline``, a :class:`JudgeSpec` with the flags'
+    settings over the spec's own (every mistake a usage problem, before any work), or the
+    object ``module:attr`` names."""
+    try:
+        flags = JudgeSettings(
+            timeout=timeout, max_tokens=max_tokens, structured_output=structured_output
+        )
+    except (ValueError, ContextLensError) as exc:
+        raise UsageProblem(f"judge settings: {exc}") from None
+    if spec is None or is_offline(spec):
+        return None if spec is None else OFFLINE
+    if is_spec(spec):
+        try:
+            return JudgeSpec.parse(spec).with_settings(flags)
+        except (ValueError, FileNotFoundError) as exc:
+            raise UsageProblem(str(exc)) from None
+    if flags.given():
+        raise UsageProblem(
+            "--judge-timeout, --max-tokens and --structured-output apply to judge spec "
+            f"strings; set them on the object {spec!r} itself"
+        )
+    return load_object(spec)
+
+
+def progress_option(label: str, quiet: bool) -> Any:
+    """The ``progress`` of a command: none with ``-q``, a bar on a terminal, lines in a log."""
+    if quiet:
+        return False
+    return None if sys.stderr.isatty() else ProgressLines(label)
+
+
+class ProgressLines:
+    """Progress for a log (stderr not a terminal): a line on stderr for the first item, then
+    every ``every_s`` seconds or tenth of the items, whichever comes first, and at the end."""
+
+    def __init__(self, label: str, every_s: float = 10.0, steps: int = 10) -> None:
+        self.label, self.every_s, self.steps = label, every_s, steps
+        self.last_s = 0.0
+        self.next_step = 0
+
+    def __call__(self, done: int, total: int | None, elapsed: float) -> None:
+        step = done * self.steps // total if total else 0
+        if step < self.next_step and elapsed - self.last_s < self.every_s:
+            return
+        self.last_s, self.next_step = elapsed, step + 1
+        rate = done / elapsed if elapsed > 0 else 0.0
+        count = f"{done}/{total} items ({done / total:.0%})" if total else f"{done} items"
+        speed = f"{rate:.1f} items/s" if rate >= 1 or rate == 0 else f"{1 / rate:.1f} s per item"
+        text = f"{self.label}: {count}, {speed}, {elapsed:.0f} s elapsed"
+        if total and rate > 0 and done < total:
+            text += f", about {(total - done) / rate:.0f} s left"
+        ledger = current_ledger.get()
+        latency = ledger.call_latency() if ledger is not None else None
+        if latency is not None:
+            text += f"; {latency[0]} judge calls, {latency[1]:.1f} s per call"
+        err.print(line(text))
+
+
+def near(path: str) -> str:
+    """``path`` relative to the working folder when it lies inside it."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
+def fmt(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"

@@ -1,0 +1,238 @@
+"""The case fields: one table of every field a case may carry, read by every layer.
+
+Each :class:`CaseField` has its name, the other names it is known by (the seed libraries' and
+Ragas's spellings, the columns people write), its type and what it means. The Python case
+models (:mod:`contextlens.schemas`), the file loaders, ``calibrate`` and ``contextlens schema``
+all read the same table, so a name is accepted, refused or suggested alike everywhere. Which
+metrics read or require a field is said by each metric where it is registered.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "INTERACTION_FIELDS",
+    "OWN_DATA",
+    "SESSION_FIELDS",
+    "TEST_CASE_FIELDS",
+    "CaseField",
+    "FieldTable",
+    "closest",
+    "unknown_message",
+]
+
+FieldType = Literal["text", "texts", "id", "number", "object", "interactions"]
+
+
+@dataclass(frozen=True)
+class CaseField:
+    """One field of a case: its name, the names it is also known by, its type, its meaning.
+
+    ``required`` is what the case model itself requires; a metric may require more (see
+    :func:`contextlens.metrics.registry.metric`).
+    """
+
+    name: str
+    type: FieldType
+    doc: str
+    aliases: tuple[str, ...] = ()
+    required: bool = False
+
+    @property
+    def type_text(self) -> str:
+        """The type as a user reads it."""
+        return {
+            "text": "text",
+            "texts": "a list of texts (a JSON array in CSV)",
+            "id": "text (numbers are read as text)",
+            "number": "a number",
+            "object": "an object (a JSON object in CSV)",
+            "interactions": "a list of interaction objects",
+        }[self.type]
+
+
+#: Where a user's own data goes: never scored, kept with the case.
+OWN_DATA = "meta"
+
+
+class FieldTable:
+    """The fields of one kind of case, by name and by every alias."""
+
+    def __init__(self, kind: str, fields: Iterable[CaseField]) -> None:
+        self.kind = kind
+        self.fields: tuple[CaseField, ...] = tuple(fields)
+        self._by_name: dict[str, CaseField] = {}
+        for f in self.fields:
+            for name in (f.name, *f.aliases):
+                if name in self._by_name:
+                    raise ValueError(f"{kind}: the name {name!r} is taken twice")
+                self._by_name[name] = f
+
+    def __iter__(self) -> Any:
+        return iter(self.fields)
+
+    def __getitem__(self, name: str) -> CaseField:
+        return self._by_name[name]
+
+    def get(self, name: str) -> CaseField | None:
+        """The field ``name`` is (its own name or an alias), or None."""
+        return self._by_name.get(name)
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every name a field of this kind is known by, aliases included."""
+        return frozenset(self._by_name)
+
+    def canonical(self, name: str) -> str | None:
+        """The field name ``name`` stands for, or None when it is no field of this kind."""
+        found = self._by_name.get(name)
+        return found.name if found is not None else None
+
+    def unknown(self, name: str, what: str = "field") -> str:
+        """Why ``name`` is refused: the closest known name (aliases too), or the field names;
+        ``what`` is what it was (a field, a column, a key)."""
+        return unknown_message(name, self.names, [f.name for f in self.fields], what=what)
+
+    def of_type(self, kind: FieldType) -> frozenset[str]:
+        """Every name (aliases too) of the fields of type ``kind``."""
+        return frozenset(n for n, f in self._by_name.items() if f.type == kind)
+
+    def map_keys(
+        self, values: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+        """``values`` under their fields' own names, and the keys refused, each as ``(key,
+        kind, why)``: ``unknown_field``, or ``field_given_twice`` for a field given under two
+        of its names (which would win is a guess)."""
+        out: dict[str, Any] = {}
+        given_as: dict[str, str] = {}
+        problems: list[tuple[str, str, str]] = []
+        for key, value in values.items():
+            target = self.canonical(key)
+            if target is None:
+                problems.append((key, "unknown_field", self.unknown(key)))
+                continue
+            if target in out:
+                why = f"given twice, as {given_as[target]!r} and as {key!r}"
+                problems.append((key, "field_given_twice", why))
+                continue
+            out[target] = value
+            given_as[target] = key
+        return out, problems
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to ``name`` (case-insensitive), or None when none is close."""
+    lowered = {k.lower(): k for k in known}
+    found = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[found[0]] if found else None
+
+
+def unknown_message(
+    name: str, known: Iterable[str], listed: Iterable[str] | None = None, what: str = "field"
+) -> str:
+    """``unknown field; did you mean 'x'?`` (the closest of ``known``; else the ``listed``
+    names), with where one's own data goes."""
+    names = sorted(known)
+    near = closest(name, names)
+    shown = ", ".join(sorted(listed if listed is not None else names))
+    hint = f"did you mean {near!r}?" if near else f"expected one of {shown}"
+    return f"unknown {what}; {hint} (your own data goes in 'meta', 'meta.NAME' or 'meta_NAME')"
+
+
+_META_DOC = (
+    "optional; your own data (an object, or one column per key: meta.NAME / meta_NAME), kept "
+    "with the case, never scored"
+)
+
+TEST_CASE_FIELDS = FieldTable(
+    "test case",
+    (
+        CaseField(
+            "name",
+            "id",
+            "optional; names the case in results, unique in the file",
+            aliases=("id",),
+        ),
+        CaseField(
+            "input",
+            "text",
+            "required; the user's question",
+            aliases=("question", "user_input"),
+            required=True,
+        ),
+        CaseField(
+            "actual_output",
+            "text",
+            "the answer under test",
+            aliases=("answer", "output", "response"),
+        ),
+        CaseField(
+            "expected_output",
+            "text",
+            "the reference answer",
+            aliases=("reference", "ground_truth"),
+        ),
+        CaseField(
+            "retrieval_context",
+            "texts",
+            "the retrieved chunks, in the order the retriever ranked them",
+            aliases=("contexts", "retrieved_contexts"),
+        ),
+        CaseField(
+            "context",
+            "texts",
+            "the ideal context chunks",
+            aliases=("reference_contexts",),
+        ),
+        CaseField(OWN_DATA, "object", _META_DOC, aliases=("additional_metadata",)),
+    ),
+)
+
+SESSION_FIELDS = FieldTable(
+    "session",
+    (
+        CaseField(
+            "session_id",
+            "id",
+            "required; rows with the same id form one session",
+            required=True,
+        ),
+        CaseField("assistant_id", "id", "required; the assistant under test", required=True),
+        CaseField("language", "text", "optional, default 'english'"),
+        CaseField(
+            "context",
+            "text",
+            "required; the session's system context (the same on every row of a session)",
+            required=True,
+        ),
+        CaseField(
+            "conversation",
+            "interactions",
+            "the interactions (JSONL session objects; flat rows are one interaction each)",
+            required=True,
+        ),
+        CaseField(OWN_DATA, "object", _META_DOC),
+    ),
+)
+
+INTERACTION_FIELDS = FieldTable(
+    "interaction",
+    (
+        CaseField("qa_id", "id", "required; unique within the session", required=True),
+        CaseField("query", "text", "required; the user's message", required=True),
+        CaseField("assistant", "text", "required; the assistant's reply", required=True),
+        CaseField("ground_truth_assistant", "text", "optional; the reference reply"),
+        CaseField("observation", "text", "optional; what the assistant's tools returned"),
+        CaseField("agentic", "object", "optional; the agent's own trace (kept, not scored)"),
+        CaseField(
+            "ground_truth_agentic", "object", "optional; the reference trace (kept, not scored)"
+        ),
+        CaseField("logprobs", "object", "optional; the reply's log-probabilities (kept)"),
+        CaseField("weight", "number", "optional; >= 0, the interaction's weight in the session"),
+        CaseField(OWN_DATA, "object", _META_DOC),
+    ),
+)

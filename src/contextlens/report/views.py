@@ -1,0 +1,409 @@
+"""What the report's template shows, as view models built from a run or a comparison."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from markupsafe import Markup
+
+from contextlens.report.format import (
+    DASH,
+    as_dict,
+    ci_text,
+    finite,
+    first,
+    fmt_cost,
+    fmt_count,
+    fmt_diff,
+    fmt_prob,
+    fmt_score,
+    fmt_seconds,
+    get,
+    iter_results,
+    values,
+)
+from contextlens.report.plots import diff_histogram, interval_bar, num, score_histogram
+
+__all__ = [
+    "Collected",
+    "ComparisonMetricView",
+    "ComparisonView",
+    "MetricView",
+    "Row",
+    "Stat",
+    "accounting_stats",
+    "collect",
+    "comparison_view",
+    "metric_view",
+]
+
+
+@dataclass
+class Stat:
+    """One labelled number of a metric or comparison (``field`` is its data-field)."""
+
+    label: str
+    text: str
+    field: str
+    raw: Any = None
+    tone: str = ""
+    hint: str = ""
+
+    @property
+    def raw_text(self) -> str:
+        number = finite(self.raw)
+        if number is None:
+            return "" if self.raw is None else str(self.raw)
+        return repr(int(number)) if number == int(number) and abs(number) < 1e15 else repr(number)
+
+
+@dataclass
+class Row:
+    """One row of the per-item table."""
+
+    case_id: str
+    score: float | None
+    score_text: str
+    failed: bool
+    success: bool | None
+    reason: str
+    spread: str = ""
+    raw_reply: str = ""  # the judge's last reply, for a failed item whose reply was unusable
+
+    @property
+    def bar_pct(self) -> str | None:
+        """Width of the small score bar, 0..100 (scores outside 0..1 are clipped)."""
+        if self.score is None:
+            return None
+        return num(100 * min(max(self.score, 0.0), 1.0))
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "failed"
+        if self.success is True:
+            return "pass"
+        if self.success is False:
+            return "below threshold"
+        return "scored"
+
+    @property
+    def status_tone(self) -> str:
+        return {"failed": "bad", "pass": "good", "below threshold": "warn"}.get(self.status, "")
+
+    @property
+    def status_key(self) -> str:
+        order = {"failed": 0, "below threshold": 1, "pass": 2, "scored": 3}
+        return f"{order[self.status]}-{self.status}"
+
+
+@dataclass
+class MetricView:
+    """Everything the template shows of one metric."""
+
+    name: str
+    anchor: str
+    judge: str
+    mean_text: str
+    ci_text: str
+    ci_label: str
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    stats: list[Stat]
+    histogram: Markup
+    interval: Markup
+    rows: list[Row] = field(default_factory=list)
+    n_items: int = 0
+    failures: list[Row] = field(default_factory=list)
+    n_failures: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        return self.n_items > len(self.rows)
+
+    @property
+    def stat(self) -> dict[str, Stat]:
+        return {s.field: s for s in self.stats}
+
+
+@dataclass
+class ComparisonMetricView:
+    """Everything the template shows of one metric of a comparison."""
+
+    name: str
+    anchor: str
+    verdict: str
+    tone: str
+    ci_label: str
+    headline: list[Stat]
+    counts: list[tuple[str, list[Stat]]]
+    plot: Markup
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def stat(self) -> dict[str, Stat]:
+        flat = [s for _, group in self.counts for s in group]
+        return {s.field: s for s in self.headline + flat}
+
+
+@dataclass
+class ComparisonView:
+    label_a: str
+    label_b: str
+    metrics: list[ComparisonMetricView]
+
+
+def _anchor(prefix: str, name: str, index: int) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:40] or "metric"
+    return f"{prefix}-{index}-{slug}"
+
+
+@dataclass
+class Collected:
+    scores: list[float] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    failures: list[Row] = field(default_factory=list)
+    n_items: int = 0
+    n_failures: int = 0
+
+
+def _row(item: Any) -> Row:
+    error = get(item, "error")
+    score = finite(get(item, "score"))
+    failed = error is not None or score is None
+    spread = finite(get(item, "spread"))
+    return Row(
+        case_id=str(get(item, "case_id", "")),
+        score=None if failed else score,
+        score_text=DASH if failed else fmt_score(score),
+        failed=failed,
+        success=get(item, "success"),
+        reason=str(error if error is not None else (get(item, "reason") or "")),
+        spread=f"± {spread:.3f}" if spread is not None else "",
+        raw_reply=_raw_reply(get(item, "details") or {}),
+    )
+
+
+def _raw_reply(details: Any) -> str:
+    """The judge's last unusable reply in an item's details (a session's: that of its first
+    interaction that has one, with its ``qa_id``)."""
+    for interaction in get(details, "interactions") or []:
+        raw = get(interaction, "raw_reply")
+        if raw:
+            return f"{get(interaction, 'qa_id', '')}: {raw}"
+    raw = get(details, "raw_reply")
+    return str(raw) if raw else ""
+
+
+def collect(run: Any, max_rows: int) -> dict[str, Collected]:
+    out: dict[str, Collected] = {}
+    for item in iter_results(run):
+        bucket = out.setdefault(str(get(item, "metric", "")), Collected())
+        bucket.n_items += 1
+        row = _row(item)
+        if row.score is not None:
+            bucket.scores.append(row.score)
+        if len(bucket.rows) < max_rows:
+            bucket.rows.append(row)
+        if row.failed:
+            bucket.n_failures += 1
+            if len(bucket.failures) < 50:
+                bucket.failures.append(row)
+    return out
+
+
+def accounting_stats(acc: Mapping[str, Any]) -> list[Stat]:
+    calls = finite(acc.get("calls"))
+    tokens = sum(finite(acc.get(k)) or 0 for k in ("prompt_tokens", "completion_tokens"))
+    stats = [
+        Stat("Judge calls", fmt_count(calls or 0), "calls", calls or 0),
+        Stat(
+            "Tokens",
+            fmt_count(tokens),
+            "tokens",
+            tokens,
+            hint=(
+                f"{fmt_count(acc.get('prompt_tokens', 0))} prompt · "
+                f"{fmt_count(acc.get('completion_tokens', 0))} completion"
+                if tokens
+                else ""
+            ),
+        ),
+        Stat(
+            "Cost",
+            fmt_cost(acc.get("cost"), acc.get("unpriced_calls"), calls),
+            "cost",
+            finite(acc.get("cost")) or 0.0,
+            hint="estimate" if calls else "",
+        ),
+    ]
+    hits = finite(acc.get("cache_hits"))
+    if hits:
+        stats.append(Stat("Cache hits", fmt_count(hits), "cache_hits", hits))
+    seconds = first(acc, ("seconds", "time_s", "elapsed_s", "latency_s", "duration_s"))
+    if finite(seconds) is not None:
+        stats.append(Stat("Judge time", fmt_seconds(seconds), "seconds", seconds))
+    return stats
+
+
+def metric_view(name: str, summary: Any, bucket: Collected, index: int) -> MetricView:
+    mean, low, high = (finite(get(summary, k)) for k in ("mean", "ci_low", "ci_high"))
+    level = get(summary, "ci_level")
+    n = get(summary, "n", bucket.n_items)
+    n_failed = get(summary, "n_failed", bucket.n_failures)
+    n_scored = get(summary, "n_scored", len(bucket.scores))
+    stats = [
+        Stat("Mean", fmt_score(mean), "mean", mean),
+        Stat("Interval low", fmt_score(low), "ci_low", low),
+        Stat("Interval high", fmt_score(high), "ci_high", high),
+        Stat("Items", fmt_count(n), "n", n),
+        Stat("Scored", fmt_count(n_scored), "n_scored", n_scored),
+        Stat("Failed", fmt_count(n_failed), "n_failed", n_failed, tone="bad" if n_failed else ""),
+    ]
+    spread = finite(get(summary, "judge_spread"))
+    if spread is not None:
+        stats.append(Stat("Judge spread", fmt_score(spread), "judge_spread", spread))
+    stats += accounting_stats(get(summary, "accounting") or {})
+    return MetricView(
+        name=name,
+        anchor=_anchor("metric", name, index),
+        judge=str(get(summary, "judge") or ""),
+        mean_text=fmt_score(mean),
+        ci_text=(
+            f"{fmt_score(low)} – {fmt_score(high)}" if low is not None and high is not None else ""
+        ),
+        ci_label=ci_text(level),
+        mean=mean,
+        ci_low=low,
+        ci_high=high,
+        stats=stats,
+        histogram=score_histogram(
+            bucket.scores, mean=mean, ci_low=low, ci_high=high, ci_level=finite(level)
+        ),
+        interval=interval_bar(mean, low, high),
+        rows=bucket.rows,
+        n_items=bucket.n_items,
+        failures=bucket.failures,
+        n_failures=bucket.n_failures,
+    )
+
+
+_COUNT_GROUPS: list[tuple[str, tuple[str, ...]]] = [
+    ("Paired items", ("n_paired",)),
+    ("Items A / B", ("n_a", "n_b")),
+    ("Unpaired A / B", ("n_unpaired_a", "n_unpaired_b")),
+    ("Failed A / B", ("n_failed_a", "n_failed_b")),
+    ("Only in A / B", ("n_only_a", "n_only_b")),
+    ("Duplicate ids A / B", ("n_duplicate_a", "n_duplicate_b")),
+    ("Unpaired", ("n_unpaired",)),
+    ("Failed", ("n_failed",)),
+]
+"""Counts shown for a compared metric, in this order; other ``n_*`` counts follow."""
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        return None
+    return int(value)
+
+
+def _comparison_counts(mc: Any) -> list[tuple[str, list[Stat]]]:
+    """The ``n_*`` counts of a compared metric as (label, stats) groups; duplicates only
+    when there are some."""
+    known = {key for _, keys in _COUNT_GROUPS for key in keys}
+    fields = getattr(type(mc), "model_fields", None) or as_dict(mc)
+    groups = _COUNT_GROUPS + [
+        (k.removeprefix("n_").replace("_", " ").capitalize(), (k,))
+        for k in fields
+        if k.startswith("n_") and k not in known
+    ]
+    out = []
+    for label, keys in groups:
+        stats = []
+        for key in keys:
+            value = _count(get(mc, key))
+            if value is not None:
+                tone = "bad" if key.startswith(("n_failed", "n_unpaired")) and value else ""
+                stats.append(Stat(label, fmt_count(value), key, value, tone=tone))
+        if stats and not (label.startswith("Duplicate") and not any(s.raw for s in stats)):
+            out.append((label, stats))
+    return out
+
+
+def _pair_diff(pair: Any) -> float | None:
+    diff = finite(get(pair, "diff"))
+    if diff is not None:
+        return diff
+    a, b = finite(get(pair, "a")), finite(get(pair, "b"))
+    return None if a is None or b is None else b - a
+
+
+def _tone(verdict: str, low: float | None, high: float | None) -> str:
+    """``good`` when B is better, ``bad`` when worse, else ``neutral``."""
+    text = verdict.lower()
+    if "better" in text and "no clear" not in text:
+        return "good"
+    if "worse" in text:
+        return "bad"
+    if verdict:
+        return "neutral"
+    if low is not None and low > 0:
+        return "good"
+    if high is not None and high < 0:
+        return "bad"
+    return "neutral"
+
+
+def _comparison_metric(mc: Any, index: int) -> ComparisonMetricView:
+    name = str(get(mc, "metric", f"metric {index}"))
+    verdict = str(get(mc, "verdict") or "")
+    diff, low, high = (finite(get(mc, k)) for k in ("mean_diff", "ci_low", "ci_high"))
+    mean_a, mean_b = finite(get(mc, "mean_a")), finite(get(mc, "mean_b"))
+    p = finite(get(mc, "p_b_better"))
+    tone = _tone(verdict, low, high)
+    headline = [
+        Stat("Mean A (paired)", fmt_score(mean_a), "mean_a", mean_a),
+        Stat("Mean B (paired)", fmt_score(mean_b), "mean_b", mean_b),
+        Stat("Difference B − A", fmt_diff(diff), "mean_diff", diff, tone=tone),
+        Stat("Interval low", fmt_diff(low), "ci_low", low),
+        Stat("Interval high", fmt_diff(high), "ci_high", high),
+        Stat("P(B better)", fmt_prob(p), "p_b_better", p),
+    ]
+    pairs = first(mc, ("pairs", "differences", "diffs", "paired")) or []
+    diffs = [d for d in (_pair_diff(pair) for pair in values(pairs)) if d is not None]
+    notes = get(mc, "notes") or []
+    return ComparisonMetricView(
+        name=name,
+        anchor=_anchor("compare", name, index),
+        verdict=verdict,
+        tone=tone,
+        ci_label=ci_text(get(mc, "ci_level")),
+        headline=headline,
+        counts=_comparison_counts(mc),
+        plot=diff_histogram(diffs, mean_diff=diff, ci_low=low, ci_high=high),
+        notes=[str(n) for n in (notes if isinstance(notes, (list, tuple)) else [notes])],
+    )
+
+
+def _label(comparison: Any, side: str) -> str:
+    value = first(comparison, (f"label_{side}", f"name_{side}", f"run_id_{side}", f"run_{side}"))
+    if value is None:
+        return side.upper()
+    run_id = get(value, "run_id")
+    return str(run_id if run_id is not None else value)
+
+
+def comparison_view(comparison: Any) -> ComparisonView:
+    per_metric = first(comparison, ("metrics", "comparisons", "per_metric", "by_metric"))
+    if per_metric is None and isinstance(comparison, (list, tuple)):
+        per_metric = comparison
+    return ComparisonView(
+        label_a=_label(comparison, "a"),
+        label_b=_label(comparison, "b"),
+        metrics=[_comparison_metric(mc, i) for i, mc in enumerate(values(per_metric))],
+    )

@@ -1,0 +1,113 @@
+"""The metrics of a run, each with its key and the services it runs on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contextlens.embeddings.adapters import as_embedder
+from contextlens.embeddings.base import Embedder
+from contextlens.embeddings.cached import CachedEmbedder
+from contextlens.engine.cache import Cache, NullCache
+from contextlens.engine.limiter import Limits
+from contextlens.engine.retry import RetryPolicy
+from contextlens.judges.base import Judge
+from contextlens.judges.resolve import resolve_judge
+from contextlens.metrics import registry
+from contextlens.metrics.base import Metric, Services, own_embedder, own_judge, uses_judge
+from contextlens.schemas import MetricKey
+
+__all__ = ["BoundMetric", "as_metric", "bind_metrics", "checked_metrics"]
+
+
+def as_metric(obj: Any) -> Metric[Any]:
+    """The metric ``obj`` stands for: a metric's name (any name
+    :func:`~contextlens.metrics.registry.resolve` takes), a metric, or a seed-style facade
+    (its ``metric`` attribute is the metric it wraps)."""
+    if isinstance(obj, str):
+        return registry.create(obj)
+    inner = getattr(obj, "metric", None)
+    if isinstance(inner, Metric):
+        return inner
+    if isinstance(obj, Metric):
+        return obj
+    raise TypeError(
+        f"not a metric: {obj!r}; pass a metric name ({', '.join(registry.names())}), a "
+        "metric object or one of the seed metric classes"
+    )
+
+
+def checked_metrics(metrics: Sequence[Any]) -> list[Metric[Any]]:
+    """The metric cores of a run; a ValueError when there are none or two share a key."""
+    if not metrics:
+        raise ValueError("no metrics given")
+    cores = [as_metric(m) for m in metrics]
+    seen: set[MetricKey] = set()
+    for core in cores:
+        key = registry.key_of(core)
+        if key in seen:
+            raise ValueError(
+                f"two metrics of this run go by {key!r}; give each its own label "
+                f"(e.g. label='strict') to run them side by side"
+            )
+        seen.add(key)
+    return cores
+
+
+@dataclass(frozen=True)
+class BoundMetric:
+    """A metric of a run: its key and the services it runs on."""
+
+    metric: Metric[Any]
+    key: MetricKey
+    services: Services
+
+    @property
+    def judge_name(self) -> str | None:
+        """The judge the metric used: its name, ``offline``, or None when it asks none."""
+        if self.services.judge is not None:
+            return self.services.judge.name
+        return "offline" if uses_judge(self.metric) else None
+
+    def applies_to(self, case: Any) -> bool:
+        """Whether the metric scores cases like ``case``."""
+        return isinstance(case, self.metric.case_type)
+
+
+def bind_metrics(
+    metrics: Sequence[Metric[Any]],
+    *,
+    judge: Any,
+    embedder: Any,
+    cache: Cache | NullCache,
+    limits: Limits,
+    retry: RetryPolicy | None = None,
+) -> list[BoundMetric]:
+    """Each metric with its services: its own judge and embedder if it has them, else the
+    run's; every judge takes its limiter from ``limits`` and its replies from ``cache``."""
+
+    def judge_for(choice: Any) -> Judge | None:
+        return resolve_judge(choice, limits=limits, cache=cache, retry=retry)
+
+    def embedder_for(choice: Any) -> Embedder:
+        return CachedEmbedder(as_embedder(choice), cache)
+
+    run_judge = judge_for(judge)
+    run_embedder = embedder_for(embedder)
+    bound = []
+    for metric in metrics:
+        own = own_judge(metric)
+        own_emb = own_embedder(metric)
+        judge_obj = run_judge if own is None else judge_for(own)
+        bound.append(
+            BoundMetric(
+                metric,
+                registry.key_of(metric),
+                Services(
+                    judge=judge_obj if uses_judge(metric) else None,
+                    embedder=run_embedder if own_emb is None else embedder_for(own_emb),
+                ),
+            )
+        )
+    return bound

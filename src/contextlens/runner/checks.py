@@ -1,0 +1,81 @@
+"""What a case must meet before it is scored, and the id its results go by."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from contextlens.errors import InputError
+from contextlens.metrics.base import required_fields, unmet_requirement
+from contextlens.retriever import input_error
+from contextlens.runner.binding import BoundMetric
+from contextlens.schemas import Dataset, ModelTestCase
+
+__all__ = ["Case", "CaseChecks", "as_case", "case_id"]
+
+Case = Dataset | ModelTestCase
+
+
+def as_case(raw: Any, index: int) -> Case:
+    """``raw`` (a case, a pydantic model or a dict) as a session or a test case."""
+    if isinstance(raw, (Dataset, ModelTestCase)):
+        return raw
+    if isinstance(raw, BaseModel):
+        raw = raw.model_dump()
+    if not isinstance(raw, dict):
+        raise InputError(f"case {index}: expected a Dataset, a ModelTestCase or a dict")
+    model: type[BaseModel] = Dataset if "conversation" in raw else ModelTestCase
+    try:
+        return model.model_validate(raw)  # type: ignore[return-value]
+    except ValidationError as exc:
+        err = input_error(exc, file=None, line=None)
+        raise InputError(f"case {index}: {err.message}", field=err.field) from None
+
+
+def case_id(case: Case, index: int) -> str:
+    """The id a case's results go by: a session's ``session_id``, a test case's ``name``,
+    else ``case-000042`` from its place in the run."""
+    if isinstance(case, Dataset):
+        return case.session_id
+    return case.name or f"case-{index:06d}"
+
+
+class CaseChecks:
+    """What a case must meet before it is scored: a unique id (a test case's ``name``, a
+    session's ``session_id``) and the fields each of its metrics requires. Keeps the ids
+    seen, nothing else."""
+
+    def __init__(self, bound: Sequence[BoundMetric]) -> None:
+        self.needs = [(b, required_fields(b.metric)) for b in bound]
+        self.seen: dict[tuple[bool, str], int] = {}
+        self.done = False
+
+    def one(self, raw: Any, index: int) -> Case:
+        """``raw`` as a case, checked (once: a collection checked whole is not again)."""
+        case = as_case(raw, index)
+        if self.done:
+            return case
+        session = isinstance(case, Dataset)
+        ident = case.session_id if session else case.name  # type: ignore[union-attr]
+        if ident is not None:
+            first = self.seen.setdefault((session, ident), index)
+            if first != index:
+                what = "session_id" if session else "id"
+                raise InputError(
+                    f"case {index}: duplicate {what} {ident!r} (also case {first})",
+                    field="session_id" if session else "name",
+                )
+        for b, requires in self.needs:
+            if b.applies_to(case):
+                unmet = unmet_requirement(case, requires, b.key)
+                if unmet is not None:
+                    raise InputError(f"case {index}: {unmet[1]}", field=unmet[0])
+        return case
+
+    def all(self, cases: Iterable[Any]) -> list[Case]:
+        """Every case of a collection, checked before any is scored."""
+        checked = [self.one(raw, index) for index, raw in enumerate(cases)]
+        self.done = True
+        return checked

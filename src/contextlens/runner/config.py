@@ -1,0 +1,162 @@
+"""The configuration of a run: one frozen object, built once, logged with the run.
+
+:class:`RunConfig` holds every setting of a run: who judges and embeds, how many calls are
+in flight, retries, repeats, the cache, where results go, the run store, the statistics.
+``evaluate``, ``calibrate``, the command and the Ray executor all build one from their
+arguments and pass it down, so the settings and their defaults are said once, and nothing a
+run sets changes another run (``max_concurrency`` bounds this run's limiters only; see
+:class:`~contextlens.engine.limiter.Limits`). :meth:`RunConfig.describe` is what
+``summary.json`` and the run store record of it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from contextlens.engine.limiter import Limits
+from contextlens.engine.retry import RetryPolicy
+from contextlens.fields import closest
+from contextlens.judges.resolve import as_spec
+from contextlens.judges.spec import OFFLINE, JudgeSpec
+from contextlens.runner.folder import RunFolder
+from contextlens.stats import StatisticalMode
+
+__all__ = ["ProgressCallback", "RunConfig", "RunOptions"]
+
+ProgressCallback = Callable[[int, int | None, float], None]
+"""Called after each case with (cases done, cases in all or None, seconds since the start)."""
+
+
+class RunConfig(BaseModel):
+    """Every setting of one run.
+
+    ``judge``: the judge of every metric that has none of its own (a spec string, parsed
+    here into a :class:`~contextlens.judges.spec.JudgeSpec`, ``"offline"``, a Judge, a
+    ChatBackend, a LangChain chat model); None is offline. ``embedder``: the same for the
+    embedder (None: the bundled one). ``max_concurrency``: judge calls in flight at most per
+    backend, for this run (None: each backend's own bound). ``retry``: how a call is retried
+    (None: each backend's defaults). ``repeats``: judge each item this many times.
+    ``cache``: True (the user cache folder), False, a path, or a cache object. ``out``: the
+    folder whose ``OUT/<run id>/`` the run writes into (or a :class:`RunFolder`).
+    ``store``: the run store the command records the run in (None: the default one; False:
+    none). ``statistical_mode``: the aggregate's interval (None: ``BayesianMode()``).
+    ``keep_results``: keep every item in memory (None: when there is no ``out``).
+    ``progress``: a bar on stderr (None: when stderr is a terminal), or a
+    :data:`ProgressCallback`.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
+
+    judge: Any = None
+    embedder: Any = None
+    max_concurrency: int | None = Field(default=None, ge=1)
+    retry: RetryPolicy | None = None
+    repeats: int = Field(default=1, ge=1)
+    cache: Any = True
+    out: Path | RunFolder | None = None
+    store: Path | bool | None = None
+    statistical_mode: StatisticalMode | None = None
+    keep_results: bool | None = None
+    progress: bool | ProgressCallback | None = None
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _parsed_judge(cls, value: Any) -> Any:
+        """A spec string is parsed once, here: a bad one is refused before any work."""
+        return as_spec(value)
+
+    @field_validator("out", mode="before")
+    @classmethod
+    def _out_path(cls, value: Any) -> Any:
+        return Path(value) if isinstance(value, (str, os.PathLike)) else value
+
+    @classmethod
+    def of(cls, config: RunConfig | None = None, **options: Any) -> RunConfig:
+        """``config`` with ``options`` over it (a fresh one without ``config``); an unknown
+        option is a ``TypeError`` naming the closest one."""
+        for key in options:
+            if key not in cls.model_fields:
+                near = closest(key, cls.model_fields)
+                hint = f"; did you mean {near!r}?" if near else ""
+                raise TypeError(f"unknown run option {key!r}{hint}")
+        base = {k: getattr(config, k) for k in cls.model_fields} if config is not None else {}
+        try:
+            return cls(**{**base, **options})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"{key}: {first['msg']} (got {first.get('input')!r:.60})") from None
+
+    @property
+    def limits(self) -> Limits:
+        """Where this run's judges take their limiters."""
+        return Limits(self.max_concurrency)
+
+    @property
+    def folder(self) -> RunFolder | None:
+        """The run's own folder (a new run id under ``out``), or None without ``out``."""
+        if isinstance(self.out, Path):
+            return RunFolder(self.out)
+        return self.out
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as JSON, as ``summary.json`` and the run store record them: the
+        judge and embedder by name, the rest as given."""
+        mode = self.statistical_mode
+        return {
+            "judge": judge_label(self.judge),
+            "embedder": _label(self.embedder, "minilm"),
+            "max_concurrency": self.max_concurrency,
+            "retry": None if self.retry is None else _plain(vars(self.retry)),
+            "repeats": self.repeats,
+            "cache": _label(self.cache, "default") if self.cache is not True else "default",
+            "out": None if self.out is None else str(getattr(self.out, "out", self.out)),
+            "statistical_mode": None if mode is None else repr(mode),
+        }
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword arguments ``evaluate`` and ``calibrate`` take for a run: the fields of
+    :class:`RunConfig`."""
+
+    judge: Any
+    embedder: Any
+    max_concurrency: int | None
+    retry: RetryPolicy | None
+    repeats: int
+    cache: Any
+    out: str | os.PathLike[str] | RunFolder | None
+    store: Path | bool | None
+    statistical_mode: StatisticalMode | None
+    keep_results: bool | None
+    progress: bool | ProgressCallback | None
+
+
+def judge_label(judge: Any) -> str:
+    """How a run's judge is shown: ``offline``, a spec, or the object's name."""
+    if judge is None or judge == OFFLINE:
+        return OFFLINE
+    if isinstance(judge, JudgeSpec):
+        return str(judge)
+    return _label(judge, OFFLINE)
+
+
+def _label(obj: Any, default: str) -> str:
+    if obj is None:
+        return default
+    if isinstance(obj, (str, os.PathLike, bool)):
+        return str(obj)
+    name = getattr(obj, "name", None)
+    if isinstance(name, str):
+        model = getattr(obj, "model", None)
+        return f"{name}:{model}" if isinstance(model, str) else name
+    return type(obj).__name__
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if isinstance(v, (int, float, str, bool, type(None)))}
