@@ -13,10 +13,10 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 @pytest.fixture(autouse=True)
 def _private_folders(tmp_path_factory, monkeypatch):
     """Each test gets its own cache (the seed shells cache judge replies, so one test's
-    replies must not answer another's); the run store is shared."""
-    base = tmp_path_factory.getbasetemp()
+    replies must not answer another's) and its own run store (what one test's runs record
+    must not be another's history)."""
     monkeypatch.setenv("CONTEXTLENS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    monkeypatch.setenv("CONTEXTLENS_STORE", str(base / "runs.sqlite3"))
+    monkeypatch.setenv("CONTEXTLENS_STORE", str(tmp_path_factory.mktemp("store") / "runs.sqlite3"))
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -26,20 +25,16 @@ from contextlens.metrics.context_precision import ContextPrecisionScorer
 from contextlens.pytest_plugin import assert_context
 from contextlens.runner import RunConfig
 from contextlens.testing import FakeOpenAIServer
+from support.relevancy import all_relevant
 
 SRC = Path(__file__).parents[1] / "src" / "contextlens"
 
 
 def verdict(request: dict) -> str:
     """A valid reply to whichever metric's prompt this is: every statement relevant."""
-    prompt = "\n".join(m["content"] for m in request["messages"])
-    chunks = sorted({int(n) for n in re.findall(r"Chunk (\d+):", prompt)})
-    if chunks:
-        listed = [
-            {"statements": [{"statement": f"s{n}", "reason": "on topic", "verdict": "yes"}]}
-            for n in chunks
-        ]
-        return json.dumps({"chunks": listed, "reason": "All of it."})
+    prompt = request["messages"][-1]["content"]
+    if "Chunk 1:" in prompt:
+        return json.dumps(all_relevant(prompt))
     return json.dumps({"reason": "Follows.", "score": 0.7})
 
 

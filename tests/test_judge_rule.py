@@ -17,6 +17,7 @@ from contextlens.engine.limiter import limiter_for
 from contextlens.judges import OpenAICompatBackend
 from contextlens.report import write_report
 from contextlens.testing import FakeOpenAIServer
+from support.relevancy import reply_of, statements
 
 CASES = [
     ModelTestCase(
@@ -31,20 +32,12 @@ CASES = [
 
 
 def verdicts(request: dict) -> str:
+    """The opening hours are relevant, the parking is not: half of it."""
     prompt = request["messages"][-1]["content"]
     if "Chunk 1:" in prompt:
+        found = statements(prompt)
         return json.dumps(
-            {
-                "chunks": [
-                    {
-                        "statements": [
-                            {"statement": "opens at 9", "reason": "yes", "verdict": "yes"}
-                        ]
-                    },
-                    {"statements": [{"statement": "parking", "reason": "other", "verdict": "no"}]},
-                ],
-                "reason": "Half of it.",
-            }
+            reply_of(["no" if "Parking" in text else "yes" for _, _, text in found], reason="Half.")
         )
     return json.dumps({"reason": "Matches.", "score": 0.8})
 

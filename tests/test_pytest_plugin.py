@@ -132,8 +132,9 @@ def test_report_option_writes_the_session_report(pytester: pytest.Pytester) -> N
         import pytest
 
         @pytest.mark.parametrize("answer", ["We open at 9 am.", "<script>alert(1)</script>"])
-        def test_sessions(answer):
-            assert_context(session(answer, sid=answer), [Context()], cache=False)
+        def test_sessions(answer):  # every score passes a pass mark of 0
+            assert_context(session(answer, sid=answer), [Context()], cache=False,
+                           thresholds={"context": 0.0})
 
         def test_rag():
             case = ModelTestCase(input="When?", actual_output="We open at 9 am.",

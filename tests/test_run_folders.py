@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from contextlens.errors import InputError
+from contextlens.files import OutputError
 from contextlens.runner import RunFolder, evaluate, latest_run
 from contextlens.schemas import MetricResult, ModelTestCase
 from contextlens.store import RunStore
@@ -150,7 +151,7 @@ def test_a_run_folder_is_used_once(tmp_path):
     assert latest_run(tmp_path / "out") is None  # its owner says when it is complete
     folder.complete()
     assert latest_run(tmp_path / "out") == folder.path
-    with pytest.raises(FileExistsError, match=folder.run_id):
+    with pytest.raises(OutputError, match=f"{folder.run_id}: it exists already"):
         _run(_cases("b", 1), folder)
 
 

@@ -17,7 +17,7 @@ HOSTILE_ID = (
 
 def test_safe_escapes_control_characters_and_keeps_text():
     assert safe(f"a{ESC}[31mb\rc\x00d\x9b") == "a\\x1b[31mb\\x0dc\\x00d\\x9b"
-    assert safe("tab\tand\nnewline [/x]") == "tab\tand\nnewline [/x]"
+    assert safe("tab\tand\nnewline [/x]") == "tab\tand\\x0anewline [/x]"  # one line of text
     assert line("[/x] ", 3).plain == "[/x] 3"
     grid = table("[/title]", ["name", "n"], [["[/x]", 12345678]], numeric=["n"])
     assert grid.columns[1].min_width == 8

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkabl
 from pydantic import BaseModel
 
 from contextlens.errors import ContextLensError
+from contextlens.redact import redact
 
 __all__ = [
     "BackendConnectionError",
@@ -39,6 +40,7 @@ __all__ = [
     "FatalError",
     "FormatRefused",
     "InvalidReply",
+    "JudgeNotReady",
     "Message",
     "RateLimited",
     "TransientError",
@@ -104,7 +106,9 @@ class ChatBackend(Protocol):
     Optional, read by the engine when present: ``timeout`` (seconds per call, used unless
     the judge was given a retry policy), ``concurrency`` (calls in flight at most, unless the
     run sets one), ``local`` (a server on this machine or network: one call at a time unless
-    it reports more) and ``async server_slots() -> int | None`` (what the server reports).
+    it reports more), ``async server_slots() -> int | None`` (what the server reports) and
+    ``preflight()`` (raises :class:`JudgeNotReady` when no call could succeed: a key that is
+    not set), called before a run's first call.
     """
 
     name: str
@@ -121,6 +125,11 @@ class ChatBackend(Protocol):
         ...
 
 
+class JudgeNotReady(ContextLensError):
+    """A judge that cannot be called as it is set up (a key variable not set): said before
+    the run's first call, naming what to set."""
+
+
 class BackendError(ContextLensError):
     """A backend call failed. Raise one of its three kinds, not this class itself.
 
@@ -135,7 +144,7 @@ class BackendError(ContextLensError):
         self, message: str, *, status: int | None = None, retry_after: float | None = None
     ) -> None:
         super().__init__(message)
-        self.message = message
+        self.message = str(self)
         self.status = status
         self.retry_after = retry_after
 
@@ -168,7 +177,7 @@ class InvalidReply(FatalError):
 
     def __init__(self, message: str, *, raw: str | None = None) -> None:
         super().__init__(message)
-        self.raw = raw
+        self.raw = None if raw is None else redact(raw)
 
 
 class FormatRefused(TransientError):

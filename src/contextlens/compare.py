@@ -75,6 +75,8 @@ class MetricComparison(BaseModel):
     ci_level: float
     p_b_better: float | None
     verdict: str
+    pass_rate_a: float | None = None
+    pass_rate_b: float | None = None
     notes: list[str] = Field(default_factory=list)
     pairs: list[PairedDiff] = Field(default_factory=list)
 
@@ -126,10 +128,19 @@ def _score(item: ItemResult) -> float | None:
 
 
 def _collect(results: Iterable[ItemResult]) -> _Side:
+    """Each metric's scores by case id; items the metric does not apply to, or that the run
+    stopped before, are left out (neither scored nor failed, so neither paired nor
+    unpaired)."""
     side: _Side = {}
     for item in results:
-        side.setdefault(item.metric, {}).setdefault(item.case_id, []).append(_score(item))
+        if item.not_applicable is None and item.not_run is None:
+            side.setdefault(item.metric, {}).setdefault(item.case_id, []).append(_score(item))
     return side
+
+
+def _pass_rate(run: EvalRun, name: str) -> float | None:
+    summary = run.summaries.get(name)
+    return None if summary is None else summary.pass_rate
 
 
 def _load(run: Any, store: Any) -> Any:
@@ -188,6 +199,11 @@ def compare(
                 threshold,
                 in_a=name in a_run.summaries or name in a_side,
                 in_b=name in b_run.summaries or name in b_side,
+            ).model_copy(
+                update={
+                    "pass_rate_a": _pass_rate(a_run, name),
+                    "pass_rate_b": _pass_rate(b_run, name),
+                }
             )
             for name in names
         ],

@@ -1,10 +1,18 @@
-"""Exceptions raised by contextlens."""
+"""Exceptions raised by contextlens. Their messages never hold a secret: each is masked
+(:func:`contextlens.redact.redact`) when the error is made."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from contextlens.redact import redact
 
 
 class ContextLensError(Exception):
     """Base class of every error contextlens raises on purpose."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class InputError(ContextLensError, ValueError):
@@ -24,7 +32,7 @@ class InputError(ContextLensError, ValueError):
         if field:
             prefix += f"field '{field}': "
         super().__init__(prefix + message)
-        self.message = message
+        self.message = redact(message)
 
 
 class JudgeError(ContextLensError):
@@ -32,7 +40,7 @@ class JudgeError(ContextLensError):
 
     def __init__(self, message: str, *, raw: str | None = None) -> None:
         super().__init__(message)
-        self.raw = raw
+        self.raw = None if raw is None else redact(raw)
 
 
 class MetricComputationError(ContextLensError):

@@ -15,9 +15,14 @@ so a run can refuse a bad file before its first judge call.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import csv
 import json
+import re
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +42,9 @@ from contextlens.metrics.base import Metric, required_fields, unmet_requirement
 from contextlens.retriever import input_error, jsonl_objects, null_message, utf8_text
 from contextlens.schemas import Batch, Dataset, ModelTestCase
 
+#: The longest CSV cell read (the csv module's default, 131,072 characters, would refuse a
+#: text the metrics score).
+_CSV_CELL_LIMIT = 2**31 - 1
 _META = OWN_DATA
 _META_PREFIXES = ("meta.", "meta_")
 _LIST_FIELDS = TEST_CASE_FIELDS.of_type("texts")
@@ -53,6 +61,7 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     suffix = path.suffix.lower()
     name = str(path)
     if suffix == ".csv":
+        csv.field_size_limit(_CSV_CELL_LIMIT)  # long texts are the metrics' to refuse, by size
         with utf8_text(path, newline="") as handle:
             reader = csv.DictReader(handle)
             for row in reader:
@@ -63,6 +72,8 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                         file=name,
                         line=reader.line_num,
                     )
+                if not any(str(cell or "").strip() for cell in row.values()):
+                    continue  # a blank row (a spreadsheet's trailing ones)
                 yield reader.line_num, row
     elif suffix in (".parquet", ".pq"):
         try:
@@ -98,11 +109,14 @@ def _cell(value: Any, field: str, file: str, line: int, *, lists: bool = True) -
     text = value.strip()
     if lists and field in _LIST_FIELDS:
         if not text:
-            return None
+            return []  # a blank cell of chunks: the row says there are none
         if text.startswith("["):
             try:
                 return json.loads(text)
             except json.JSONDecodeError as exc:
+                texts = _python_list_of_texts(text)  # as pandas' to_csv() writes a list
+                if texts is not None:
+                    return texts
                 raise InputError(
                     f"not a JSON array: {exc.msg}", file=file, line=line, field=field
                 ) from None
@@ -119,6 +133,18 @@ def _cell(value: Any, field: str, file: str, line: int, *, lists: bool = True) -
     if field in ("observation",) and not text:
         return None
     return value
+
+
+def _python_list_of_texts(text: str) -> list[str] | None:
+    """A Python literal list of strings (``['a', "b"]``, as ``DataFrame.to_csv()`` writes a
+    list column), read as a literal and nothing else; None when it is not one."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    return None
 
 
 def _validate(model: type[BaseModel], row: Mapping[str, Any], file: str, line: int) -> Any:
@@ -155,9 +181,19 @@ def _meta_key(column: str) -> str | None:
     return None
 
 
+#: The name pandas gives an unnamed column it read (its index, written by ``to_csv()``).
+_PANDAS_UNNAMED = re.compile(r"Unnamed: \d+")
+
+
 def _own(column: str) -> bool:
-    """Whether ``column`` holds the user's own data (or is unnamed, as a pandas index)."""
-    return not column.strip() or column == _META or _meta_key(column) is not None
+    """Whether ``column`` holds the user's own data, or is a pandas index column (unnamed,
+    or ``Unnamed: 0`` after a round trip through pandas): never scored."""
+    return (
+        not column.strip()
+        or column == _META
+        or _meta_key(column) is not None
+        or _PANDAS_UNNAMED.fullmatch(column) is not None
+    )
 
 
 def _unknown(
@@ -227,7 +263,7 @@ def _split_meta(
     for column, value in row.items():
         key = _meta_key(column)
         if key is None:
-            if column != _META and column.strip():
+            if not _own(column):  # neither own data nor a pandas index column
                 rest[column] = value
         elif not _blank(value):
             if key in meta:
@@ -258,12 +294,16 @@ def test_case(row: Mapping[str, Any], file: str | None, line: int) -> ModelTestC
         if target == _META:
             continue
         cell = _cell(value, key, file, line)
-        if _blank(cell):
+        if _blank(cell) or cell == []:  # another name of the field may hold its value
             empty.setdefault(target, (key, cell))
         elif target not in mapped:
             mapped[target] = cell
     for target, (key, cell) in empty.items():
-        if target not in mapped and ModelTestCase.model_fields[target].is_required():
+        if target in mapped:
+            continue
+        if cell == []:  # a blank cell of chunks: the row says there are none
+            mapped[target] = []
+        elif ModelTestCase.model_fields[target].is_required():
             raise InputError(_absent(cell, file), file=file, line=line, field=key)
     if mapped.get("name") is not None:
         mapped["name"] = str(mapped["name"])
@@ -470,6 +510,52 @@ def load_cases(path: str | Path) -> tuple[str, Iterator[Dataset] | Iterator[Mode
     """
     kind, numbered = _numbered(Path(path))
     return kind, (case for _, case in numbered)  # type: ignore[return-value]
+
+
+#: The formats a file of cases may be in, by suffix.
+FORMATS = {"jsonl": ".jsonl", "json": ".jsonl", "csv": ".csv", "parquet": ".parquet"}
+
+
+@contextlib.contextmanager
+def readable(source: str | Path, fmt: str | None = None) -> Iterator[Path]:
+    """A path that can be read as many times as a run reads its file: ``source`` itself when
+    it is a regular file, else (``-`` for standard input, a named pipe, ``<(command)``) a
+    temporary copy of what it streams, removed afterwards. ``fmt`` (jsonl, csv, parquet)
+    names the format where there is no suffix to tell it (default: JSONL)."""
+    path = Path(source)
+    if fmt is not None and fmt.lower() not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; use jsonl, csv or parquet", file=str(source))
+    is_stdin = str(source) == "-"
+    if not is_stdin and (not path.exists() or path.is_file()):
+        if fmt is not None and FORMATS[fmt.lower()] != _suffix_of(path):
+            raise InputError(f"the file's suffix says {path.suffix!r}, not {fmt}", file=str(path))
+        yield path
+        return
+    if not is_stdin and path.is_dir():
+        raise InputError("is a folder, not a file of cases", file=str(path))
+    suffix = FORMATS[(fmt or "jsonl").lower()]
+    with tempfile.TemporaryDirectory(prefix="contextlens-input-") as folder:
+        copy = Path(folder) / f"stdin{suffix}" if is_stdin else Path(folder) / f"input{suffix}"
+        try:
+            stream = sys.stdin.buffer if is_stdin else open(path, "rb")  # noqa: SIM115
+            with copy.open("wb") as out:
+                shutil.copyfileobj(stream, out)
+            if not is_stdin:
+                stream.close()
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", file=str(source)) from None
+        yield copy
+
+
+def _suffix_of(path: Path) -> str:
+    suffix = path.suffix.lower()
+    return (
+        ".parquet"
+        if suffix == ".pq"
+        else ".csv"
+        if suffix == ".csv"
+        else (".parquet" if suffix == ".parquet" else ".jsonl")
+    )
 
 
 class Counted(Iterator[Any]):

@@ -18,6 +18,10 @@ class ItemResult(BaseModel):
     ``score`` is None exactly when ``error`` says why the item could not be scored.
     ``metric`` is the key of the metric (its registered name, ``NAME:LABEL`` for a labelled
     instance); ``details`` are that metric's own :class:`~contextlens.schemas.MetricDetails`.
+    An item the metric does not apply to (a case without retrieved chunks for a metric that
+    reads them) has ``not_applicable`` set and neither a score nor an error; an item a run
+    stopped before (its cost cap) has ``not_run`` set, saying why. ``success``: the score
+    reached the metric's pass mark (None when there is no score).
     """
 
     case_id: str
@@ -25,6 +29,8 @@ class ItemResult(BaseModel):
     score: float | None
     reason: str | None = None
     error: str | None = None
+    not_applicable: str | None = None
+    not_run: str | None = None
     success: bool | None = None
     judge: str | None = None
     repeats: list[float | None] | None = None
@@ -45,22 +51,48 @@ class ItemResult(BaseModel):
         return self.error is not None
 
     @property
+    def status(self) -> str:
+        """``pass``, ``below threshold``, ``failed``, ``not applicable`` or ``not run``: one
+        meaning for every metric."""
+        if self.failed:
+            return "failed"
+        if self.not_applicable is not None:
+            return "not applicable"
+        if self.not_run is not None:
+            return "not run"
+        return "pass" if self.success else "below threshold"
+
+    @property
     def exception(self) -> BaseException | None:
         """The exception that failed the item, when it happened in this process."""
         return self._exception
 
 
 class MetricSummary(BaseModel):
-    """Aggregate of one metric over the run: the scored items' mean and its interval."""
+    """Aggregate of one metric over the run: the scored items' mean and its interval, and the
+    share of them that reached the pass mark (``threshold``) with its interval.
+
+    ``n`` counts every item; ``n_scored`` those with a score, ``n_failed`` those that could
+    not be scored, ``n_not_applicable`` those the metric does not apply to, ``n_not_run``
+    those the run stopped before (its cost cap); neither of the last two is in the mean or
+    the failures.
+    """
 
     metric: MetricKey
     n: int
     n_scored: int
     n_failed: int
+    n_not_applicable: int = 0
+    n_not_run: int = 0
     mean: float | None
     ci_low: float | None = None
     ci_high: float | None = None
     ci_level: float | None = None
+    threshold: float | None = None
+    n_passed: int = 0
+    pass_rate: float | None = None
+    pass_low: float | None = None
+    pass_high: float | None = None
     judge_spread: float | None = None
     judge: str | None = None
     seconds: float = 0.0
@@ -73,7 +105,8 @@ class EvalRun(BaseModel):
     ``judge`` names the judges the metrics used (``offline`` when none); each summary says
     which judge its metric used; ``config`` is the run's configuration as it was recorded.
     Summaries go by the metrics' keys (``run.summaries["context-precision"]``);
-    :meth:`summary` takes any name of a metric.
+    :meth:`summary` takes any name of a metric. ``stopped`` says why the run stopped before
+    scoring all its cases (its cost cap was reached), None when it did not.
     """
 
     run_id: str
@@ -86,6 +119,7 @@ class EvalRun(BaseModel):
     accounting: dict[str, Any]
     config: dict[str, Any] = Field(default_factory=dict)
     out_dir: str | None = None
+    stopped: str | None = None
     results: list[ItemResult] = Field(default_factory=list)
 
     def iter_results(self) -> Iterator[ItemResult]:

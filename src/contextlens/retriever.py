@@ -61,7 +61,7 @@ def input_error(exc: ValidationError, *, file: str | None, line: int | None) -> 
     where a value belongs is reported as null."""
     first = exc.errors()[0]
     extra = len(exc.errors()) - 1
-    msg = first["msg"]
+    msg = first["msg"].removeprefix("Value error, ")
     if first.get("input", ...) is None and first["type"] != "missing":
         msg = null_message(_EXPECTED.get(first["type"], "a value"))
     elif "input" in first and first["type"] != "missing":
@@ -125,6 +125,10 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             except json.JSONDecodeError as exc:
                 raise InputError(
                     f"malformed JSON at column {exc.colno}: {exc.msg}", file=name, line=lineno
+                ) from None
+            except RecursionError:
+                raise InputError(
+                    "the JSON is nested too deeply to be a case", file=name, line=lineno
                 ) from None
             if not isinstance(raw, dict):
                 raise InputError(

@@ -13,6 +13,7 @@ from pydantic import (
     SerializeAsAny,
     SerializerFunctionWrapHandler,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -37,13 +38,47 @@ __all__ = [
 ]
 
 
+def _unwritable(value: Any, where: str) -> str | None:
+    """Where ``value`` holds text that cannot be written as UTF-8 (a lone surrogate such as
+    ``"\\ud800"`` from a JSON escape), or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{where}: the text holds {value[exc.start]!r} at position {exc.start}"
+        return None
+    if isinstance(value, BaseModel):
+        value = dict(value)
+    if isinstance(value, dict):
+        items = [(f"{where}.{k}" if where else str(k), v) for k, v in value.items()]
+        items += [(f"{where} (a key)", k) for k in value]
+    elif isinstance(value, (list, tuple)):
+        items = [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+    else:
+        return None
+    for at, item in items:
+        found = _unwritable(item, at)
+        if found is not None:
+            return found
+    return None
+
+
 class CaseModel(BaseModel):
     """A case read through its :class:`~contextlens.fields.FieldTable`: every alias of a field
     is taken for it, and a key that is no field is refused naming the closest one (as the
-    file loaders do), never silently dropped."""
+    file loaders do), never silently dropped. Text that could not be written into the run's
+    results (a lone surrogate) is refused here, before anything is scored."""
 
     model_config = ConfigDict(extra="forbid")
     fields_table: ClassVar[FieldTable]
+
+    @model_validator(mode="after")
+    def _writable(self) -> CaseModel:
+        for name in type(self).model_fields:
+            found = _unwritable(getattr(self, name), name)
+            if found is not None:
+                raise ValueError(f"not valid Unicode, so it cannot be written: {found}")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -66,6 +101,11 @@ class CaseModel(BaseModel):
         return mapped
 
 
+#: The largest weight an interaction may carry: weights are relative, and a session's sum
+#: of weights must stay a finite number.
+MAX_WEIGHT = 1e12
+
+
 class Batch(CaseModel):
     """One interaction of a session: a user query and the assistant's reply."""
 
@@ -79,9 +119,16 @@ class Batch(CaseModel):
     agentic: dict[str, Any] = Field(default_factory=dict)
     ground_truth_agentic: dict[str, Any] = Field(default_factory=dict)
     logprobs: dict[str, Any] = Field(default_factory=dict)
-    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    weight: float | None = Field(default=None, ge=0, le=MAX_WEIGHT, allow_inf_nan=False)
     meta: dict[str, Any] = Field(default_factory=dict)
     """The user's own data about the interaction; no metric reads it."""
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"expected a number, got {str(value).lower()}")
+        return value
 
 
 class Dataset(CaseModel):

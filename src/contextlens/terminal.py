@@ -2,10 +2,13 @@
 
 Everything that comes from the user or the data (file names, case ids, metric and judge names,
 reasons, error messages) reaches Rich as :class:`~rich.text.Text`, never as markup, with its
-control characters shown escaped (``\\x1b``), so ``[/x]`` prints as ``[/x]`` and an escape
-sequence in the data cannot drive the terminal. Table columns of numbers are never narrower
-than their widest value, and text columns fold instead of ending in an ellipsis; written to a
-file or a CI log, output is :data:`PIPE_WIDTH` wide.
+control and format characters shown escaped (``\\x1b``, ``\\n``, ``\\u202e``) and its
+secrets masked (:func:`contextlens.redact.redact`), so ``[/x]`` prints as ``[/x]``, an
+escape sequence cannot drive the terminal, a newline in a case id cannot forge a line of a CI
+log, and a right-to-left override cannot make ``abc<RLO>gnp.exe`` read ``abcexe.png``.
+Table columns of numbers are never narrower than their widest value, and text columns fold
+instead of ending in an ellipsis; written to a file or a CI log, output is :data:`PIPE_WIDTH`
+wide.
 """
 
 from __future__ import annotations
@@ -19,17 +22,29 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from contextlens.redact import redact
+
 __all__ = ["PIPE_WIDTH", "console", "line", "safe", "table", "text"]
 
 #: Width of output written to a file or a CI log (a terminal's own width is used otherwise).
 PIPE_WIDTH = 160
-# C0 controls but tab and newline, DEL, C1 controls.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 controls (newline and carriage return included, tab not), DEL, C1 controls; and the
+# format characters that reorder or hide text: bidi embeddings, overrides and isolates, the
+# zero-width characters, line and paragraph separators, the byte-order mark.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def safe(value: Any) -> str:
-    """``value`` as a string with its control characters written out (``\\x1b``)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    """``value`` as one line of text: its control and format characters written out
+    (``\\x1b``, ``\\n``, ``\\u202e``), its secrets masked."""
+    return _CONTROL.sub(_escaped, redact(str(value)))
 
 
 def text(value: Any, style: str = "") -> Text:

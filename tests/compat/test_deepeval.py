@@ -14,7 +14,13 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 import contextlens
 from contextlens import ContextualRelevancyMetric, ContextualRelevancyTemplate
 from contextlens.errors import InputError, MetricComputationError
-from contextlens.metrics.contextual_relevancy import ContextualRelevancyScorer, relevancy_messages
+from contextlens.judges.formats import compact_instructions
+from contextlens.judges.schema import field_line
+from contextlens.metrics.contextual_relevancy import (
+    ContextualRelevancyScorer,
+    relevancy_messages,
+    reply_schema,
+)
 from contextlens.testing import FakeOpenAIServer
 from support.relevancy import (
     FORMAT_OVERRIDE,
@@ -23,6 +29,7 @@ from support.relevancy import (
     SHIPPING,
     RuleJudge,
     case,
+    facts,
     fenced,
     rule_reply,
     server_reply,
@@ -41,7 +48,7 @@ def test_measure_sets_score_reason_success_and_verdicts():
     )
     metric = ContextualRelevancyMetric(model=model)
     assert isinstance(metric.metric, ContextualRelevancyScorer)
-    assert metric.measure(case("a")) == pytest.approx(0.6)
+    assert metric.measure(case(facts(5))) == pytest.approx(0.6)
     assert metric.score == pytest.approx(0.6) and metric.success and metric.is_successful()
     assert metric.reason == "3 of 5 statements are relevant. All relevant!"
     assert [v["verdict"] for v in metric.verdicts] == ["yes", "no", "yes", "no", "yes"]
@@ -53,7 +60,7 @@ def test_measure_sets_score_reason_success_and_verdicts():
 def test_threshold_decides_success():
     model = FakeListChatModel(responses=[verdict_reply("yes", "no", "yes", "no", "yes")])
     metric = ContextualRelevancyMetric(threshold=0.7, model=model)
-    assert metric.measure(case("a")) == pytest.approx(0.6)
+    assert metric.measure(case(facts(5))) == pytest.approx(0.6)
     assert metric.success is False and not metric.is_successful()
 
 
@@ -61,7 +68,7 @@ def test_strict_mode_sets_the_threshold_to_one():
     model = FakeListChatModel(responses=[verdict_reply("yes", "yes", "no")])
     metric = ContextualRelevancyMetric(threshold=0.2, model=model, strict_mode=True)
     assert metric.threshold == 1.0 and metric.strict_mode
-    assert metric.measure(case("a")) == 0.0 and metric.success is False
+    assert metric.measure(case(facts(3))) == 0.0 and metric.success is False
 
 
 def test_missing_retrieval_context_raises_naming_the_field():
@@ -132,13 +139,19 @@ def test_a_deepeval_template_class_builds_the_judge_prompt():
         assert metric.measure(case(REFUND, SHIPPING)) == 0.5
         assert server.calls == 1
         [only] = server.requests[0]["messages"]
+        schema = server.requests[0]["response_format"]["json_schema"]["schema"]
     text = DeepEvalTemplate.generate_verdicts(
         input="<input>\nWhat if these shoes don't fit?\n</input>",
-        context=f"Chunk 1:\n<chunk>\n{REFUND}\n</chunk>\n\nChunk 2:\n<chunk>\n{SHIPPING}\n</chunk>",
+        context=f"Chunk 1:\n<chunk>\n[1] {REFUND}\n</chunk>\n\n"
+        f"Chunk 2:\n<chunk>\n[2] {SHIPPING}\n</chunk>",
     )
     # the template's text, then ours: the reply format it must be answered in
     assert only["role"] == "user" and only["content"].startswith(text + "\n\n" + FORMAT_OVERRIDE)
-    assert "JSON schema" in only["content"] and REASON_ASKED in only["content"]
+    # the server enforces the schema, so the prompt names its fields in one line
+    assert only["content"].endswith(
+        "(the reply format is enforced): " + field_line(reply_schema([REFUND, SHIPPING], True))
+    )
+    assert "reason" in schema["required"]
     # the score is computed from the verdicts of that reply
     assert [(v["chunk"], v["verdict"]) for v in metric.verdicts] == [(0, "yes"), (1, "no")]
     assert metric.reason == "1 of 2 statements are relevant. judge says so"
@@ -204,7 +217,9 @@ def test_a_template_subclass_that_overrides_nothing_uses_the_default_prompts():
         assert metric.measure(case(REFUND, SHIPPING)) == 0.5
         assert server.calls == 1
         sent = server.requests[0]["messages"]
-    default = relevancy_messages(case().input, [REFUND, SHIPPING])
+    default = compact_instructions(
+        relevancy_messages(case().input, [REFUND, SHIPPING]), reply_schema([REFUND, SHIPPING], True)
+    )
     assert [(m["role"], m["content"]) for m in sent] == [(m["role"], m["content"]) for m in default]
     assert metric.reason == "1 of 2 statements are relevant. judge says so"
 

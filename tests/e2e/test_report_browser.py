@@ -165,7 +165,7 @@ def _cases() -> list[Dataset | ModelTestCase]:
         ModelTestCase(  # an empty context: nothing to compare the output with
             input="Anything?",
             actual_output="Something.",
-            retrieval_context=[],
+            context=[],
             name="nothing-to-compare",
         ),
     ]

@@ -32,6 +32,7 @@ from contextlens import (
 from contextlens.judges import LiteLLMBackend, OpenAIClientBackend
 from contextlens.sync import home_loop
 from contextlens.testing import FakeOpenAIServer
+from support.relevancy import all_relevant
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 RUNS = 10
@@ -39,18 +40,9 @@ RUNS = 10
 
 def judge_reply(request: dict) -> str:
     """A valid verdict for whichever metric's prompt this is."""
-    prompt = "\n".join(m["content"] for m in request["messages"])
-    chunks = sorted({int(n) for n in re.findall(r"Chunk (\d+):", prompt)})
-    if chunks:
-        listed = [
-            {
-                "statements": [
-                    {"statement": f"statement {n}", "reason": "on topic", "verdict": "yes"}
-                ]
-            }
-            for n in chunks
-        ]
-        verdict = {"chunks": listed, "reason": "All of it bears on the input."}
+    prompt = request["messages"][-1]["content"]
+    if "Chunk 1:" in prompt:
+        verdict = all_relevant(prompt)
     else:
         verdict = {"reason": "Follows the context.", "score": 0.9}
     if request.get("response_format"):  # structured output: bare JSON, as real servers send

@@ -33,6 +33,7 @@ from support.relevancy import (
     SHIPPING,
     RuleJudge,
     case,
+    facts,
     server_reply,
     verdict_reply,
 )
@@ -54,7 +55,7 @@ def test_score_is_relevant_statements_over_all_and_reason_carries_the_counts():
     model = FakeListChatModel(
         responses=[verdict_reply("yes", "no", "yes", "no", "yes", reason="All relevant!")]
     )
-    result = run(ContextualRelevancyScorer(), case("a"), resolve_judge(model))
+    result = run(ContextualRelevancyScorer(), case(facts(5)), resolve_judge(model))
     assert result.score == pytest.approx(0.6) and result.success and result.error is None
     # the judge's own explanation contradicts the verdicts; the computed counts come first
     assert result.reason == "3 of 5 statements are relevant. All relevant!"
@@ -72,7 +73,7 @@ def test_score_is_relevant_statements_over_all_and_reason_carries_the_counts():
 
 def test_threshold_decides_success():
     model = FakeListChatModel(responses=[verdict_reply("yes", "no", "yes", "no", "yes")])
-    result = run(ContextualRelevancyScorer(threshold=0.7), case("a"), resolve_judge(model))
+    result = run(ContextualRelevancyScorer(threshold=0.7), case(facts(5)), resolve_judge(model))
     assert result.score == pytest.approx(0.6)
     assert result.success is False
 
@@ -82,7 +83,7 @@ def test_strict_mode_is_all_or_nothing(verdicts, score):
     model = FakeListChatModel(responses=[verdict_reply(*verdicts)])
     scorer = ContextualRelevancyScorer(threshold=0.2, strict_mode=True)
     assert scorer.threshold == 1.0
-    result = run(scorer, case("a"), resolve_judge(model))
+    result = run(scorer, case(facts(3)), resolve_judge(model))
     assert result.score == score
     assert result.success is (score == 1.0)
 
@@ -117,34 +118,32 @@ def test_blank_chunks_keep_their_index_in_the_verdicts():
 
 def test_a_verdict_outside_the_enum_is_rejected_and_re_asked():
     model = FakeListChatModel(
-        responses=[verdict_reply("yes.", "no"), verdict_reply("yes", "no", reason="fixed")]
+        responses=[verdict_reply("maybe", "no"), verdict_reply("yes", "no", reason="fixed")]
     )
-    result = run(ContextualRelevancyScorer(), case("a"), resolve_judge(model))
+    result = run(ContextualRelevancyScorer(), case(facts(2)), resolve_judge(model))
     assert result.score == 0.5
     assert result.details.attempts == 2
     assert result.reason == "1 of 2 statements are relevant. fixed"
 
 
-def test_a_chunk_without_statements_is_rejected_and_re_asked():
-    model = FakeListChatModel(
-        responses=[verdict_reply("yes"), verdict_reply("yes", "no", chunks=[1, 2])]
-    )
+def test_a_reply_without_a_verdict_for_every_statement_is_rejected_and_re_asked():
+    model = FakeListChatModel(responses=[verdict_reply("yes"), verdict_reply("yes", "no")])
     result = run(ContextualRelevancyScorer(), case("a", "b"), resolve_judge(model))
     assert result.score == 0.5
     assert result.details.attempts == 2
 
 
-def test_schema_takes_one_entry_per_chunk_and_yes_or_no_only():
+def test_schema_takes_one_verdict_per_statement_and_reasons_for_the_nos():
     schema = verdicts_schema(2, True)
-    ok = {"statement": "s", "reason": "r", "verdict": "yes"}
-    chunk = {"statements": [ok]}
-    schema.model_validate({"chunks": [chunk, chunk], "reason": "r"})
+    why = [{"statements": [2], "reason": "r"}]
+    schema.model_validate({"verdicts": ["yes", "no"], "irrelevant": why, "reason": "r"})
     bad_replies = [
-        {"chunks": [chunk], "reason": "r"},  # a chunk missing
-        {"chunks": [chunk, chunk, chunk], "reason": "r"},  # one too many
-        {"chunks": [chunk, {"statements": []}], "reason": "r"},  # a chunk without statements
-        {"chunks": [chunk, {"statements": [{**ok, "verdict": "Yes"}]}], "reason": "r"},
-        {"chunks": [chunk, {"statements": [{**ok, "verdict": "maybe"}]}], "reason": "r"},
+        {"verdicts": ["yes"], "irrelevant": [], "reason": "r"},  # a statement missing
+        {"verdicts": ["yes", "no", "no"], "irrelevant": [], "reason": "r"},  # one too many
+        {"verdicts": ["yes", "Yes"], "irrelevant": [], "reason": "r"},
+        {"verdicts": ["yes", "maybe"], "irrelevant": [], "reason": "r"},
+        {"verdicts": ["yes", "no"], "irrelevant": [{"statements": [3], "reason": "r"}]},
+        {"verdicts": ["yes", "no"], "irrelevant": [{**why[0], "statements": []}], "reason": "r"},
     ]
     for bad in bad_replies:
         with pytest.raises(ValueError):
@@ -154,19 +153,30 @@ def test_schema_takes_one_entry_per_chunk_and_yes_or_no_only():
 
 def test_the_wire_schema_states_every_rule_a_grammar_needs():
     wire = wire_schema(verdicts_schema(3, True))
-    chunks = wire["properties"]["chunks"]
-    assert (chunks["minItems"], chunks["maxItems"]) == (3, 3)
-    statements = chunks["items"]["properties"]["statements"]
-    assert statements["minItems"] == 1
-    statement = statements["items"]
-    assert statement["properties"]["verdict"]["enum"] == ["yes", "no"]
-    for node in (wire, chunks["items"], statement):  # closed objects, every field required
+    verdicts = wire["properties"]["verdicts"]
+    assert (verdicts["minItems"], verdicts["maxItems"]) == (3, 3)
+    assert verdicts["items"]["enum"] == ["yes", "no"]
+    irrelevant = wire["properties"]["irrelevant"]
+    assert irrelevant["maxItems"] == 3
+    numbers = irrelevant["items"]["properties"]["statements"]
+    assert numbers["items"]["enum"] == [1, 2, 3] and numbers["minItems"] == 1
+    for node in (wire, irrelevant["items"]):  # closed objects, every field required
         assert node["additionalProperties"] is False
         assert node["required"] == list(node["properties"])
     assert "$ref" not in json.dumps(wire) and "$defs" not in wire
-    # a call's schema bounds the statements of a chunk, so a looping model cannot go on
-    capped = wire_schema(reply_schema(["One. Two.", "Three."], True))
-    assert capped["properties"]["chunks"]["items"]["properties"]["statements"]["maxItems"] == 6
+    # the statements are split here, so the schema fixes how many verdicts a reply has
+    sized = wire_schema(reply_schema(["One. Two.", "Three."], True))
+    assert sized["properties"]["verdicts"]["maxItems"] == 3
+
+
+def test_the_reply_restates_nothing_of_the_chunks():
+    judge = RuleJudge()
+    run(ContextualRelevancyScorer(), case(f"{REFUND} {SHIPPING}", SHIPPING), judge)
+    [messages] = judge.prompts
+    user = messages[-1]["content"]
+    assert "[1] All customers" in user and "[2] Shipping" in user and "[3] Shipping" in user
+    schema = judge.schemas[0]
+    assert set(schema.model_fields) == {"verdicts", "irrelevant", "reason"}
 
 
 def test_a_failed_judge_is_a_result_with_the_error_not_a_zero():
@@ -315,7 +325,10 @@ def test_a_deepeval_template_builds_one_user_message_with_the_reply_format_appen
     [only] = relevancy_messages("Q?", chunks, template=DeepEvalStyle)
     text = DeepEvalStyle.generate_verdicts(
         input="<input>\nQ?\n</input>",
-        context=f"Chunk 1:\n<chunk>\n{REFUND}\n</chunk>\n\nChunk 2:\n<chunk>\n{SHIPPING}\n</chunk>",
+        context=(
+            f"Chunk 1:\n<chunk>\n[1] {REFUND}\n</chunk>\n\nChunk 2:\n<chunk>\n[2] {SHIPPING}\n"
+            "</chunk>"
+        ),
     )
     fmt = format_instructions(reply_schema(chunks, True), DEFAULT_FENCE.bos, DEFAULT_FENCE.eos)
     assert only == {"role": "user", "content": f"{text}\n\n{FORMAT_OVERRIDE}\n{fmt}"}

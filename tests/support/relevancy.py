@@ -7,7 +7,6 @@ import re
 
 from contextlens.backend import Usage
 from contextlens.judges.base import DEFAULT_FENCE, Judgement
-from contextlens.offline.text import sentences
 from contextlens.schemas import ModelTestCase
 
 CHUNK_RE = re.compile(r"Chunk (\d+):\n<chunk>\n(.*?)\n</chunk>", re.S)
@@ -18,37 +17,47 @@ REFUND = "All customers are eligible for a 30 day full refund at no extra cost."
 SHIPPING = "Shipping is free on orders over 50 dollars."
 
 
-def by_chunk(statements: list[dict], n_chunks: int | None = None) -> list[dict]:
-    """The reply's ``chunks``: statements given with their 1-based ``chunk`` number, listed
-    under their chunk in order (``n_chunks`` entries; the highest number named by default)."""
-    n = n_chunks or max((s["chunk"] for s in statements), default=0)
+STATEMENT_RE = re.compile(r"^\[(\d+)\] (.*)$", re.M)
+
+
+def statements(prompt: str) -> list[tuple[int, int, str]]:
+    """The numbered statements of a prompt's chunks: (chunk number, statement number, text)."""
     return [
-        {
-            "statements": [
-                {k: v for k, v in s.items() if k != "chunk"} for s in statements if s["chunk"] == i
-            ]
-        }
-        for i in range(1, n + 1)
+        (int(k), int(n), text)
+        for k, body in CHUNK_RE.findall(prompt)
+        for n, text in STATEMENT_RE.findall(body)
     ]
+
+
+def reply_of(verdicts: list[str], reasons: dict[int, str] | None = None, reason=None) -> dict:
+    """A reply: one verdict per statement, the reasons of the "no"s (``reasons`` by number,
+    else "x"; the statements of one reason in one entry), and the overall ``reason`` when
+    given."""
+    reasons = reasons or {}
+    grouped: dict[str, list[int]] = {}
+    for i, v in enumerate(verdicts, 1):
+        if v == "no":
+            grouped.setdefault(reasons.get(i, "x"), []).append(i)
+    data: dict = {
+        "verdicts": list(verdicts),
+        "irrelevant": [{"statements": ns, "reason": why} for why, ns in grouped.items()],
+    }
+    if reason is not None:
+        data["reason"] = reason
+    return data
+
+
+def all_relevant(prompt: str, reason: str = "All of it bears on the input.") -> dict:
+    """A valid reply to a contextual-relevancy prompt: every statement relevant."""
+    return reply_of(["yes"] * len(statements(prompt)), reason=reason)
 
 
 def rule_reply(prompt: str, with_reason: bool = True, reason: str = "judge says so") -> dict:
-    """What a careful judge would answer: one statement per sentence, 'yes' when it is
-    about refunds."""
-    statements = [
-        {
-            "chunk": int(k),
-            "statement": s,
-            "reason": "about refunds" if "refund" in s.lower() else "off topic",
-            "verdict": "yes" if "refund" in s.lower() else "no",
-        }
-        for k, body in CHUNK_RE.findall(prompt)
-        for s in sentences(body)
-    ]
-    data: dict = {"chunks": by_chunk(statements)}
-    if with_reason:
-        data["reason"] = reason
-    return data
+    """What a careful judge would answer: 'yes' for a statement about refunds."""
+    found = statements(prompt)
+    verdicts = ["yes" if "refund" in text.lower() else "no" for _, _, text in found]
+    why = {n: "off topic" for _, n, text in found if "refund" not in text.lower()}
+    return reply_of(verdicts, why, reason if with_reason else None)
 
 
 def fenced(data: dict) -> str:
@@ -57,9 +66,13 @@ def fenced(data: dict) -> str:
 
 
 def server_reply(request: dict) -> str:
-    """The fake server's answer; with one message, the system text is the user text."""
+    """The fake server's answer, with the overall reason when the reply format asks for one
+    (the response format's schema, else the schema the prompt prints)."""
     system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
-    return fenced(rule_reply(user, with_reason=REASON_ASKED in system))
+    fmt = request.get("response_format") or {}
+    schema = fmt.get("json_schema", {}).get("schema") or fmt.get("schema")
+    asked = "reason" in schema["properties"] if schema else REASON_ASKED in system
+    return fenced(rule_reply(user, with_reason=asked))
 
 
 class RuleJudge:
@@ -90,15 +103,15 @@ class RuleJudge:
         return Judgement(schema.model_validate(data), json.dumps(data), Usage(), 0.0)
 
 
-def verdict_reply(*verdicts: str, chunks: list[int] | None = None, reason: str = "r") -> str:
-    """A fenced reply with one statement per verdict, in chunk 1 unless ``chunks`` says
-    otherwise."""
-    chunks = chunks or [1] * len(verdicts)
-    statements = [
-        {"chunk": c, "statement": f"s{i}", "reason": "x", "verdict": v}
-        for i, (c, v) in enumerate(zip(chunks, verdicts, strict=True))
-    ]
-    return fenced({"chunks": by_chunk(statements), "reason": reason})
+def verdict_reply(*verdicts: str, reason: str = "r") -> str:
+    """A fenced reply with these verdicts, one per statement in order."""
+    return fenced(reply_of(list(verdicts), reason=reason))
+
+
+def facts(n: int) -> str:
+    """A chunk of ``n`` sentences, so ``n`` statements."""
+    words = ["one", "two", "three", "four", "five", "six", "seven", "eight"]
+    return " ".join(f"Fact {words[i]} is here." for i in range(n))
 
 
 def case(*chunks: str | None, question: str = "What if these shoes don't fit?") -> ModelTestCase:

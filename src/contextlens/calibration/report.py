@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from contextlens.calibration.statistics import ReliabilityBin
+from contextlens.files import write_text
 
 __all__ = ["WORST", "CalibrationItem", "CalibrationReport", "SliceStat"]
 
@@ -147,8 +148,4 @@ class CalibrationReport(BaseModel):
 
     def write_items(self, path: str | Path) -> Path:
         """Write every item (:class:`CalibrationItem`) as one JSON line; return the path."""
-        target = Path(path)
-        with target.open("w", encoding="utf-8") as handle:
-            for item in self.items:
-                handle.write(item.model_dump_json() + "\n")
-        return target
+        return write_text(path, "".join(item.model_dump_json() + "\n" for item in self.items))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from contextlens.cli.app import out
+from contextlens.cli.application import out
 from contextlens.cli.options import (
     JUDGE_HELP,
     JudgeTimeout,
@@ -51,12 +51,13 @@ def calibrate(
     from time import perf_counter
 
     from contextlens.calibration import calibrate as run_calibration
+    from contextlens.files import make_folder, write_text
     from contextlens.report.calibration_html import write_calibration_report
     from contextlens.runner import RunConfig, RunFolder
 
     t0 = perf_counter()
     [core] = build_metrics([metric])
-    out_dir.mkdir(parents=True, exist_ok=True)  # a folder that cannot be made fails first
+    make_folder(out_dir)  # a folder that cannot be made fails first
     config = RunConfig(
         judge=judge_option(
             judge, timeout=judge_timeout, max_tokens=max_tokens, structured_output=structured_output
@@ -94,7 +95,7 @@ def calibrate(
     folder = RunFolder(out_dir)
     folder.create()
     saved = folder.path / "calibration.json"
-    saved.write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    write_text(saved, report.model_dump_json(indent=2))
     items = report.write_items(folder.path / "items.jsonl")
     page = write_calibration_report(report, folder.path / "calibration.html")
     folder.complete()

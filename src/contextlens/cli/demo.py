@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from contextlens.cli.app import BOLD, RED, out
+from contextlens.cli.application import BOLD, RED, out
 from contextlens.cli.options import (
     JUDGE_HELP,
     JudgeTimeout,

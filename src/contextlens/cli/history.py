@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from contextlens.cli.app import RED, out
-from contextlens.cli.options import fmt, near
+from contextlens.cli.application import RED, out
+from contextlens.cli.options import age, fmt, near
 from contextlens.terminal import line, table
 
 
@@ -20,19 +20,22 @@ def runs(
 ) -> None:
     """List recorded runs, newest first, with their status and folder; how to resume an
     interrupted run, and why a failed one failed."""
-    from contextlens.store import FAILED, INTERRUPTED, RunStore
+    from contextlens.store import FAILED, INTERRUPTED, RUNNING_OR_LOST, RunStore
 
     rows, notes = [], []
     for info in RunStore(store).list_runs(limit=limit):
         means = ", ".join(
             f"{k} {v:.3f}" if v is not None else f"{k} -" for k, v in info.means.items()
         )
-        bad = info.status in (FAILED, INTERRUPTED)
+        bad = info.status in (FAILED, INTERRUPTED, RUNNING_OR_LOST)
+        status = info.status
+        if status == RUNNING_OR_LOST:
+            status += f" ({age(info.started_at)} since it started, on {info.host})"
         rows.append(
             [
                 info.run_id,
                 info.started_at,
-                Text(info.status, style=RED) if bad else info.status,
+                Text(status, style=RED) if bad else status,
                 info.judge,
                 info.dataset or "-",
                 info.n_items,
@@ -40,9 +43,10 @@ def runs(
                 near(info.out_dir) if info.out_dir else "-",
             ]
         )
-        if info.status == INTERRUPTED and info.command:
+        if info.status in (INTERRUPTED, RUNNING_OR_LOST) and info.command:
             where = "" if info.cwd in (None, str(Path.cwd())) else f"cd {shlex.quote(info.cwd)} && "
-            notes.append(line(f"resume {info.run_id}: ", where, info.command))
+            unless = " (unless it still runs there)" if info.status == RUNNING_OR_LOST else ""
+            notes.append(line(f"resume {info.run_id}{unless}: ", where, info.command))
         elif info.status == FAILED and info.error:
             notes.append(line(f"failed {info.run_id}: ", info.error))
     headers = ["run", "started", "status", "judge", "data", "items", "means", "folder"]
@@ -67,7 +71,8 @@ def compare(
     runs_store = RunStore(store)
     a, b = runs_store.load(run_a), runs_store.load(run_b)
     result = compare_runs(a, b)
-    headers = ["metric", "pairs", "A", "B", "B - A", "interval", "P(B better)", "unpaired"]
+    headers = ["metric", "pairs", "A", "B", "B - A", "interval", "P(B better)", "pass A -> B"]
+    headers += ["unpaired"]
     rows = [
         [
             m.metric,
@@ -77,13 +82,22 @@ def compare(
             fmt(m.mean_diff, signed=True),
             f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]" if m.ci_low is not None else "-",
             fmt(m.p_b_better),
+            _rates(m.pass_rate_a, m.pass_rate_b),
             m.n_only_a + m.n_only_b + m.n_failed_a + m.n_failed_b,
             m.verdict,
         ]
         for m in result.metrics
     ]
     title = f"{a.run_id} (A) vs {b.run_id} (B)"
-    out.print(table(title, [*headers, "verdict"], rows, numeric=headers[1:]))
+    numeric = [h for h in headers[1:] if h != "pass A -> B"]
+    out.print(table(title, [*headers, "verdict"], rows, numeric=numeric))
     out_dir.mkdir(parents=True, exist_ok=True)
     page = write_report(b, out_dir / "compare.html", comparison=result)
     out.print(line("report: ", page))
+
+
+def _rates(a: float | None, b: float | None) -> str:
+    """``80% -> 85%``: the pass rates of both runs."""
+    if a is None and b is None:
+        return "-"
+    return f"{'-' if a is None else f'{a:.0%}'} -> {'-' if b is None else f'{b:.0%}'}"

@@ -11,10 +11,11 @@ from typing import Annotated, Any
 
 import typer
 
-from contextlens.cli.app import UsageProblem, err
+from contextlens.cli.application import UsageProblem, err
 from contextlens.engine.accounting import current_ledger
 from contextlens.errors import ContextLensError
 from contextlens.judges.spec import OFFLINE, JudgeSettings, JudgeSpec, is_offline, is_spec
+from contextlens.runner.progress import down_text
 from contextlens.terminal import line
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "MaxTokens",
     "ProgressLines",
     "StructuredOutput",
+    "age",
     "build_metrics",
     "fmt",
     "judge_option",
@@ -113,18 +115,22 @@ def progress_option(label: str, quiet: bool) -> Any:
 
 class ProgressLines:
     """Progress for a log (stderr not a terminal): a line on stderr for the first item, then
-    every ``every_s`` seconds or tenth of the items, whichever comes first, and at the end."""
+    every ``every_s`` seconds or tenth of the items, whichever comes first, at once when a
+    judge goes down or comes back, and at the end."""
 
     def __init__(self, label: str, every_s: float = 10.0, steps: int = 10) -> None:
         self.label, self.every_s, self.steps = label, every_s, steps
         self.last_s = 0.0
         self.next_step = 0
+        self.last_down = ""
 
     def __call__(self, done: int, total: int | None, elapsed: float) -> None:
         step = done * self.steps // total if total else 0
-        if step < self.next_step and elapsed - self.last_s < self.every_s:
+        down = down_text()
+        changed, self.last_down = down != self.last_down, down
+        if step < self.next_step and elapsed - self.last_s < self.every_s and not changed:
             return
-        self.last_s, self.next_step = elapsed, step + 1
+        self.last_s, self.next_step = elapsed, max(self.next_step, step + 1)
         rate = done / elapsed if elapsed > 0 else 0.0
         count = f"{done}/{total} items ({done / total:.0%})" if total else f"{done} items"
         speed = f"{rate:.1f} items/s" if rate >= 1 or rate == 0 else f"{1 / rate:.1f} s per item"
@@ -135,7 +141,24 @@ class ProgressLines:
         latency = ledger.call_latency() if ledger is not None else None
         if latency is not None:
             text += f"; {latency[0]} judge calls, {latency[1]:.1f} s per call"
-        err.print(line(text))
+        err.print(line(text + down))
+
+
+def age(started_at: str) -> str:
+    """How long ago an ISO time was, in the largest whole unit (``3 h``, ``2 d``)."""
+    from datetime import datetime, timezone
+
+    try:
+        then = datetime.fromisoformat(started_at)
+    except ValueError:
+        return "unknown time"
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)
+    seconds = max(0.0, (datetime.now(timezone.utc) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"
 
 
 def near(path: str) -> str:

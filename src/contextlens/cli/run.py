@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +14,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from contextlens.cli.app import RED, UsageProblem, err, out
+from contextlens.cli.application import RED, UsageProblem, err, out, stop_signal
+from contextlens.cli.costs import estimate_table, stopped_lines
 from contextlens.cli.options import (
     JUDGE_HELP,
     JudgeTimeout,
@@ -33,37 +35,60 @@ __all__ = ["failure_gate", "finish", "parse_max_failures", "run", "summary_table
 
 def summary_table(run: Any) -> Table:
     """Per metric: judge, mean, interval, n, failures, calls, retries, tokens, cost, time."""
-    headers = ["metric", "judge", "mean", "interval", "n", "failed", "calls", "retries"]
+    headers = ["metric", "judge", "mean", "interval", "pass", "n", "failed", "calls"]
     headers += ["tokens", "cost", "time"]
     rows = []
     for s in run.summaries.values():
         acc = s.accounting or {}
         cost = acc.get("cost")
         priced = cost is not None and not acc.get("unpriced_calls")
+        retries = acc.get("retries", 0)
         rows.append(
             [
                 s.metric,
                 s.judge or "-",
                 f"{s.mean:.3f}" if s.mean is not None else "-",
                 f"[{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None else "-",
-                str(s.n),
+                pass_text(s),
+                _count_text(s),
                 Text(str(s.n_failed), style=RED) if s.n_failed else "0",
-                str(acc.get("calls", 0)),
-                str(acc.get("retries", 0)),
+                f"{acc.get('calls', 0)}" + (f" ({retries} retried)" if retries else ""),
                 f"{acc.get('prompt_tokens', 0):,}/{acc.get('completion_tokens', 0):,}",
                 f"${cost:.4f}" if priced else ("-" if not acc.get("calls") else "unpriced"),
                 f"{s.seconds:.1f}s",
             ]
         )
-    caption = (
+    caption = line(
         f"run {run.duration_s:.1f} s; cache hits {run.accounting['total']['cache_hits']}; "
-        "tokens in/out; time: the metric's work on its items, added up"
+        "pass: the share of scored items at or above the pass mark, with its interval; "
+        "n/a: items the metric does not apply to (not in the mean); tokens in/out; time: the "
+        "metric's work on its items, added up"
     )
     if run.out_dir:
-        caption += f"\nrun folder: {run.out_dir}"
+        caption.append_text(line(Text("\n"), "run folder: ", run.out_dir))
     return table(
         f"contextlens run {run.run_id}", headers, rows, numeric=headers[2:], caption=caption
     )
+
+
+def _count_text(summary: Any) -> str:
+    """``200 (12 n/a, 40 not run)``: the items, and those neither scored nor failed."""
+    parts = [f"{summary.n_not_applicable} n/a"] if summary.n_not_applicable else []
+    if getattr(summary, "n_not_run", 0):
+        parts.append(f"{summary.n_not_run} not run")
+    return f"{summary.n}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def pass_text(summary: Any) -> str:
+    """``83% [71%, 91%] @0.7``: the pass rate, its interval and the pass mark."""
+    if summary.pass_rate is None:
+        return "-"
+    text = f"{summary.pass_rate:.0%}"
+    if summary.pass_low is not None and summary.pass_high is not None:
+        text += f" [{summary.pass_low:.0%}, {summary.pass_high:.0%}]"
+    if summary.threshold is not None:
+        text += f" @{summary.threshold:g}"
+    return text
 
 
 def parse_max_failures(value: str) -> tuple[float, bool]:
@@ -84,9 +109,12 @@ def failure_gate(run: Any, max_failures: str) -> list[str]:
     bound, share = parse_max_failures(max_failures)
     over = []
     for s in run.summaries.values():
-        allowed = bound * s.n / 100 if share else bound
+        applicable = s.n - s.n_not_applicable - s.n_not_run
+        allowed = bound * applicable / 100 if share else bound
         if s.n_failed > allowed:
-            over.append(f"{s.metric}: {s.n_failed} of {s.n} items failed (allowed {max_failures})")
+            over.append(
+                f"{s.metric}: {s.n_failed} of {applicable} items failed (allowed {max_failures})"
+            )
     return over
 
 
@@ -103,6 +131,23 @@ def _failed_examples(run: Any, limit: int = 5) -> list[Text]:
     return found
 
 
+def _default_metric(kind: str) -> str:
+    """The metric a run without ``-m`` means: the one registered metric that takes what the
+    file holds (said on stderr); a usage problem naming the choices when there are several."""
+    from contextlens.metrics import registry
+
+    holds = Dataset if kind == "sessions" else ModelTestCase
+    fitting = [i.name for i in registry.registered().values() if issubclass(holds, i.case_type)]
+    what = kind.replace("_", " ")
+    if len(fitting) == 1:
+        err.print(line(f"no -m given: the file holds {what}, which only {fitting[0]!r} scores"))
+        return fitting[0]
+    raise UsageProblem(
+        f"name the metric(s) with -m: the file holds {what}, which "
+        f"{', '.join(fitting) or 'no registered metric'} score (`contextlens schema`)"
+    )
+
+
 def _kind(case_type: type) -> str:
     if issubclass(case_type, Dataset):
         return "sessions"
@@ -112,7 +157,9 @@ def _kind(case_type: type) -> str:
 
 
 def run(
-    data: Annotated[Path, typer.Argument(help="JSONL, CSV or Parquet file of cases")],
+    data: Annotated[
+        Path, typer.Argument(help="JSONL, CSV or Parquet file of cases; - reads standard input")
+    ],
     metric: Annotated[
         list[str],
         typer.Option("--metric", "-m", help="metric(s) to run; `contextlens schema` lists them"),
@@ -137,6 +184,13 @@ def run(
     fail_mode: Annotated[
         str, typer.Option(help="point: the mean must reach VALUE; interval: its upper bound")
     ] = "point",
+    threshold: Annotated[
+        list[str],
+        typer.Option(
+            help="METRIC=VALUE: an item passes at a score of VALUE or more [default: the "
+            "metric's own pass mark, else 0.5]"
+        ),
+    ] = [],  # noqa: B006
     store: Annotated[Path | None, typer.Option(help="run store file (default: user data)")] = None,
     no_store: Annotated[bool, typer.Option("--no-store", help="do not record the run")] = False,
     cache: Annotated[
@@ -147,6 +201,12 @@ def run(
         typer.Option(help="N or P%: exit 3 when more items than this failed (default: any)"),
     ] = "0",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    input_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format", help="jsonl, csv or parquet: for - and pipes [default: the suffix]"
+        ),
+    ] = None,
     ray: Annotated[
         str | None,
         typer.Option(
@@ -155,57 +215,89 @@ def run(
             "'local' starts one here (needs contextlens[ray])",
         ),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="make no judge call: read and check every case, build every prompt, and "
+            "print the calls, tokens and cost the run would take",
+        ),
+    ] = False,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            metavar="USD",
+            help="stop sending judge calls before the next could take the run past USD; "
+            "the rest is 'not run' (exit 4)",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate DATA with the chosen metrics; write results.jsonl, summary.json and
     report.html into the run's own folder OUT/<run id>/, then point OUT/latest at it."""
-    from contextlens.loaders import Counted, case_kind, check_cases, load_cases
+    from contextlens.loaders import Counted, case_kind, check_cases, load_cases, readable
     from contextlens.metrics.registry import key_of
-    from contextlens.runner import RunConfig, RunFolder, evaluate, parse_gates
+    from contextlens.runner import RunConfig, RunFolder, evaluate, parse_gates, parse_pass_marks
     from contextlens.store import fingerprint_file
 
     if fail_mode not in ("point", "interval"):
         raise UsageProblem(f"--fail-mode must be point or interval, got {fail_mode!r}")
     parse_max_failures(max_failures)
-    names = metric or ["context"]
-    metrics = build_metrics(names)
-    keys = [key_of(m) for m in metrics]
-    try:
-        gates = parse_gates(fail_under, keys, mode=fail_mode)  # type: ignore[arg-type]
-    except (ValueError, ContextLensError) as exc:
-        raise UsageProblem(str(exc)) from None
-    executor = _ray_executor(ray)
+    if max_cost is not None and not max_cost > 0:
+        raise UsageProblem(f"--max-cost expects a positive number of USD, got {max_cost:g}")
+    if max_cost is not None and ray is not None:
+        raise UsageProblem("--max-cost caps a run on this machine; run it without --ray")
     judge_obj = judge_option(
         judge, timeout=judge_timeout, max_tokens=max_tokens, structured_output=structured_output
     )
     embedder_obj = load_object(embedder) if embedder and embedder != "minilm" else None
-    kind = case_kind(data)
-    holds = Dataset if kind == "sessions" else ModelTestCase
-    for key, m in zip(keys, metrics, strict=True):
-        if not issubclass(holds, m.case_type):
-            raise InputError(
-                f"metric {key!r} takes {_kind(m.case_type)}, but the file holds "
-                f"{kind.replace('_', ' ')} (see `contextlens schema`)",
-                file=str(data),
-            )
-    _, count = check_cases(data, list(zip(keys, metrics, strict=True)))  # no judge call yet
-    cases = Counted(load_cases(data)[1], count)
     folder = RunFolder(out_dir)
-    config = RunConfig(
-        judge=judge_obj,
-        embedder=embedder_obj,
-        max_concurrency=concurrency,
-        repeats=repeats,
-        cache=False if cache == "off" else (cache or True),
-        out=folder,
-        store=False if no_store else store,
-        progress=progress_option("run", quiet),
-    )
-    recorded = {"data": str(data), "metrics": list(keys), **config.describe()}
-    fingerprint = None if no_store else fingerprint_file(data)
-    runs_store = _start(folder, config, recorded, data=data, fingerprint=fingerprint)
-    with _recorded(runs_store, folder.run_id):
-        result = evaluate(cases, metrics, executor=executor, config=config)
+    if not dry_run:
+        folder.check()  # an --out that cannot be written is said before any work
+    with readable(data, input_format) as source:
+        kind = case_kind(source)
+        metrics = build_metrics(metric or [_default_metric(kind)])
+        keys = [key_of(m) for m in metrics]
+        try:
+            gates = parse_gates(fail_under, keys, mode=fail_mode)  # type: ignore[arg-type]
+            pass_marks = parse_pass_marks(threshold, keys)
+        except (ValueError, ContextLensError) as exc:
+            raise UsageProblem(str(exc)) from None
+        holds = Dataset if kind == "sessions" else ModelTestCase
+        for key, m in zip(keys, metrics, strict=True):
+            if not issubclass(holds, m.case_type):
+                raise InputError(
+                    f"metric {key!r} takes {_kind(m.case_type)}, but the file holds "
+                    f"{kind.replace('_', ' ')} (see `contextlens schema`)",
+                    file=str(data),
+                )
+        executor = None if dry_run else _ray_executor(ray)
+        config = RunConfig(
+            judge=judge_obj,
+            embedder=embedder_obj,
+            max_concurrency=concurrency,
+            repeats=repeats,
+            cache=False if cache == "off" else (cache or True),
+            out=folder,
+            store=False if no_store else store,
+            thresholds=pass_marks,
+            max_cost=max_cost,
+            progress=progress_option("run", quiet),
+        )
+        _, count = check_cases(source, list(zip(keys, metrics, strict=True)))  # no call yet
+        cases = Counted(load_cases(source)[1], count)
+        if dry_run:
+            out.print(estimate_table(evaluate(cases, metrics, config=config, dry_run=True)))
+            return
+        recorded = {"data": str(data), "metrics": list(keys), **config.describe()}
+        fingerprint = None if no_store else fingerprint_file(source)
+        runs_store = _start(folder, config, recorded, data=data, fingerprint=fingerprint)
+        with _recorded(runs_store, folder.run_id):
+            result = evaluate(cases, metrics, executor=executor, config=config)
         finish(result, folder, runs_store, config=recorded, data=data, fingerprint=fingerprint)
+    if result.stopped is not None:  # a partial run: its gates would judge part of the data
+        for said in stopped_lines(result):
+            err.print(said)
+        raise typer.Exit(4)
     missed = [why for why in (g.missed(result) for g in gates) if why is not None]
     for problem in missed:
         err.print(line(Text("threshold missed ", style=RED), problem))
@@ -233,6 +325,7 @@ def _ray_executor(address: str | None) -> Any:
     except ImportError as exc:
         raise UsageProblem(str(exc)) from None
     executor.address = None if address == "local" else address  # type: ignore[attr-defined]
+    executor.preflight()  # a cluster that is not there is said now, before any work
     return executor
 
 
@@ -250,20 +343,28 @@ def _start(
     """The run store, with the run recorded as running (None when the run is not stored)."""
     if config.store is False:
         return None
-    from contextlens.store import RunStore
+    from contextlens.store import RunStore, StoreError
 
-    runs_store = RunStore(config.store)
-    runs_store.start(
-        folder.run_id,
-        judge=recorded["judge"],
-        repeats=config.repeats,
-        out_dir=folder.path,
-        config=recorded,
-        dataset=data,
-        dataset_fingerprint=fingerprint,
-        command=command_line(),
-    )
+    try:
+        runs_store = RunStore(config.store)
+        runs_store.start(
+            folder.run_id,
+            judge=recorded["judge"],
+            repeats=config.repeats,
+            out_dir=folder.path,
+            config=recorded,
+            dataset=data,
+            dataset_fingerprint=fingerprint,
+            command=command_line(),
+        )
+    except StoreError as exc:  # the history is a side file: the run goes on, unrecorded
+        _side_file_warning(f"this run is not recorded in the run store: {exc}")
+        return None
     return runs_store
+
+
+def _side_file_warning(message: str) -> None:
+    err.print(line(Text("warning: ", style=RED), message))
 
 
 @contextmanager
@@ -273,13 +374,24 @@ def _recorded(runs_store: Any, run_id: str) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        if runs_store is not None:
-            runs_store.fail(run_id, "stopped by the user", interrupted=True)
+        _record_end(runs_store, run_id, f"stopped by {stop_signal()}", interrupted=True)
         raise
     except BaseException as exc:
-        if runs_store is not None:
-            runs_store.fail(run_id, f"{type(exc).__name__}: {exc}")
+        _record_end(runs_store, run_id, f"{type(exc).__name__}: {exc}", interrupted=False)
         raise
+
+
+def _record_end(runs_store: Any, run_id: str, error: str, *, interrupted: bool) -> None:
+    """Record how the run ended, when there is a store; a store that cannot take it (locked
+    by another process) is warned about: it never hides why the run ended."""
+    if runs_store is None:
+        return
+    from contextlens.store import StoreError
+
+    try:
+        runs_store.fail(run_id, error, interrupted=interrupted)
+    except StoreError as exc:
+        _side_file_warning(f"the run store could not record how the run ended: {exc}")
 
 
 def finish(
@@ -295,11 +407,24 @@ def finish(
     """Write the report into the run's folder, record the run as completed, point
     ``latest`` at it, and print the table and where the files are."""
     from contextlens.report.html import write_report
+    from contextlens.store import StoreError
 
     report = write_report(result, folder.path / "report.html")
     if runs_store is not None:
-        runs_store.record(result, config=config, dataset=str(data), dataset_fingerprint=fingerprint)
-    folder.complete()
+        try:
+            runs_store.record(
+                result, config=config, dataset=str(data), dataset_fingerprint=fingerprint
+            )
+        except StoreError as exc:  # the run is complete; only its history entry is missing
+            _side_file_warning(
+                f"the run is complete in {folder.path}, but the run store could not record "
+                f"it: {exc}"
+            )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # said here, once, as a warning line
+        latest = folder.complete()
+    if latest is None:
+        _side_file_warning(f"{folder.out / 'latest'} could not be made to name this run")
     out.print(summary_table(result))
     if offline_note and any(s.judge == "offline" for s in result.summaries.values()):
         from contextlens.metrics.base import OFFLINE_SCALE_NOTE

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextlens.cli.app import out
+from contextlens.cli.application import out
 from contextlens.cli.run import _kind
 from contextlens.fields import FieldTable
 from contextlens.terminal import table

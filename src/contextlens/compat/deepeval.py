@@ -29,6 +29,8 @@ from contextlens.sync import run_sync
 __all__ = ["ContextualRelevancyMetric", "ContextualRelevancyTemplate", "ModelTestCase"]
 
 Verdict = dict[str, Any]
+#: DeepEval scores a test case whose retrieval context is empty 0; so does its surface here.
+EMPTY_CONTEXT = "The retrieval context is empty: there are no statements to judge."
 
 
 class ContextualRelevancyMetric:
@@ -135,6 +137,11 @@ class ContextualRelevancyMetric:
         except InputError as exc:  # refused before scoring; DeepEval sets error, then raises
             self.score, self.success, self.error = None, False, str(exc)
             raise
+        if scored.item.not_applicable is not None:  # no chunks: DeepEval's score is 0
+            empty = scored.item.model_copy(
+                update={"score": 0.0, "success": False, "reason": EMPTY_CONTEXT}
+            )
+            scored = Scored(empty, scored.accounting)
         self._store(scored)
         item = scored.item
         if self.verbose_mode:

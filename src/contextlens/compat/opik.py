@@ -154,11 +154,11 @@ class ContextPrecision:
         """Score one case; raises :class:`MetricComputationError` when no score can be had."""
         if not isinstance(output, str):
             raise InputError(f"expected the output as a string, got {output!r:.60}", field="output")
-        case = ModelTestCase(
+        case = ModelTestCase(  # Opik's context: precision reads it, with or without chunks
             input=input or "",
             actual_output=output,
             expected_output=expected_output,
-            retrieval_context=_chunks(context),
+            context=_chunks(context),
         )
         item = (await score_one(self.metric, case)).item
         if self.track:

@@ -126,6 +126,26 @@ def _model_label(prefix: str, model: Any) -> str:
     return f"{prefix}:{type(model).__name__}"
 
 
+#: Attributes of a user's embedding model that change its vectors (LangChain, LlamaIndex and
+#: novastack spell them variously).
+_IDENTITY_ATTRIBUTES = (
+    "model",
+    "model_name",
+    "deployment",
+    "base_url",
+    "openai_api_base",
+    "api_base",
+    "endpoint",
+    "azure_endpoint",
+    "dimensions",
+    "embed_dim",
+    "normalize",
+    "normalize_embeddings",
+    "encode_kwargs",
+    "model_kwargs",
+)
+
+
 class _Adapter:
     """Shared shell: ``name``, empty-input shortcut, batching of concurrent calls, checks."""
 
@@ -142,6 +162,21 @@ class _Adapter:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r})"
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What changes the user model's vectors: its class, model name, endpoint, size and
+        normalisation, as far as its attributes say."""
+        found: dict[str, Any] = {"kind": self.prefix, "class": type(self.model).__qualname__}
+        for attr in _IDENTITY_ATTRIBUTES:
+            value = getattr(self.model, attr, None)
+            if isinstance(value, (str, int, float, bool)) and not isinstance(value, type):
+                found[attr] = value
+            elif isinstance(value, dict) and attr.endswith("kwargs"):
+                found[attr] = {
+                    k: v for k, v in value.items() if isinstance(v, (str, int, float, bool))
+                }
+        return found
 
     async def _raw(self, texts: list[str]) -> Any:
         raise NotImplementedError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -12,11 +13,26 @@ from numpy.typing import NDArray
 
 @runtime_checkable
 class Embedder(Protocol):
-    """A batch of texts in, one L2-normalised float32 row per text out."""
+    """A batch of texts in, one L2-normalised float32 row per text out.
+
+    Optional: ``identity``, everything that changes a vector (kind, model, endpoint,
+    dimensions, normalisation) as a dict of JSON values; the cache keys its vectors by it
+    (by ``name`` when there is none), so two servers serving one model name, or one model at
+    two sizes, never share vectors.
+    """
 
     name: str
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
+
+
+def identity_of(embedder: object) -> str:
+    """What the cache keys an embedder's vectors by: its ``identity`` as canonical JSON, or
+    its ``name``."""
+    identity = getattr(embedder, "identity", None)
+    if isinstance(identity, dict) and identity:
+        return json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
+    return str(getattr(embedder, "name", type(embedder).__name__))
 
 
 def l2_normalise(matrix: NDArray[np.floating]) -> NDArray[np.float32]:

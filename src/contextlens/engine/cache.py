@@ -7,16 +7,18 @@ every reply it had already received, and the next run resumes from there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import platformdirs
@@ -24,6 +26,7 @@ import platformdirs
 from contextlens.backend import Completion, Usage
 from contextlens.engine.sqlite import Closing, SQLiteFile, file_path
 from contextlens.errors import ContextLensError
+from contextlens.redact import logger
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -43,6 +46,8 @@ rebuilt (it is only a cache), one with a newer version is refused."""
 #: key, so that each repeat is a call of its own.
 current_repeat: ContextVar[int] = ContextVar("contextlens_repeat", default=0)
 
+#: Seconds the cache waits for another process's lock before it is bypassed.
+CACHE_BUSY_TIMEOUT = 5.0
 _CHUNK = 500  # keys per SELECT ... IN (...), well under SQLite's parameter limit
 _VECTOR_DTYPE = np.dtype("<f4")
 
@@ -68,6 +73,40 @@ CREATE TABLE IF NOT EXISTS embeddings (
 
 class CacheError(ContextLensError):
     """The cache file cannot be opened or used."""
+
+
+R = TypeVar("R")
+log = logger("contextlens.cache")
+
+
+def _only_a_cache(default: Callable[..., Any]) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """A cache operation whose fault (a locked, damaged or unreadable file, a full disk) is
+    never an item's failure: the first fault is warned about once, and from then on the
+    cache is bypassed (``default(*args)`` answers: a miss, or nothing stored)."""
+
+    def wrap(method: Callable[..., R]) -> Callable[..., R]:
+        @functools.wraps(method)
+        def guarded(self: Cache, *args: Any) -> R:
+            if self.broken is not None:
+                return default(self, *args)
+            try:
+                return method(self, *args)
+            except (sqlite3.Error, OSError, CacheError) as exc:
+                self._break(exc)
+                return default(self, *args)
+
+        return guarded
+
+    return wrap
+
+
+def _miss(self: Cache, *args: Any) -> None:
+    return None
+
+
+def _no_vectors(self: Cache, model: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
+    self._count(misses=len(texts))
+    return {}
 
 
 def default_cache_path() -> Path:
@@ -119,6 +158,8 @@ class Cache(Closing):
         self.hits = 0
         self.misses = 0
         self.writes = 0
+        #: Why the cache is bypassed (its first fault), or None while it works.
+        self.broken: str | None = None
         self._counter_lock = threading.Lock()
         self._db = SQLiteFile(
             self.path,
@@ -128,6 +169,7 @@ class Cache(Closing):
             version=SCHEMA_VERSION,
             newer_hint="use another cache file",
             rebuild=("completions", "embeddings"),
+            busy_timeout=CACHE_BUSY_TIMEOUT,
         )
 
     def _conn(self) -> sqlite3.Connection:
@@ -143,6 +185,19 @@ class Cache(Closing):
             f"Cache({str(self.path)!r}, hits={self.hits}, misses={self.misses}, "
             f"writes={self.writes})"
         )
+
+    def _break(self, exc: BaseException) -> None:
+        """Bypass the cache from now on, saying why once."""
+        with self._counter_lock:
+            if self.broken is not None:
+                return
+            self.broken = f"{type(exc).__name__}: {exc}"
+        message = (
+            f"the cache {self.path} cannot be used ({self.broken}); it is bypassed: every "
+            "judge call and embedding of this run is made afresh, and none is lost"
+        )
+        log.warning("%s", message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     def _count(self, hits: int = 0, misses: int = 0, writes: int = 0) -> None:
         with self._counter_lock:
@@ -167,6 +222,7 @@ class Cache(Closing):
 
     # -- completions -------------------------------------------------------------------
 
+    @_only_a_cache(_miss)
     def get_completion(self, key: str) -> Completion | None:
         """The stored reply for ``key``, or ``None``."""
         row = (
@@ -182,6 +238,11 @@ class Cache(Closing):
             self._count(misses=1)
             return None
         text, prompt_tokens, completion_tokens, latency, parsed = row
+        if not isinstance(text, str) or not all(
+            isinstance(n, int) and n >= 0 for n in (prompt_tokens, completion_tokens)
+        ):  # a damaged row: a miss, asked afresh and stored again
+            self._count(misses=1)
+            return None
         self._count(hits=1)
         return Completion(
             text=text,
@@ -190,6 +251,7 @@ class Cache(Closing):
             parsed=_load_parsed(parsed),
         )
 
+    @_only_a_cache(_miss)
     def put_completion(self, key: str, completion: Completion) -> None:
         """Store ``completion`` under ``key`` (replacing any), committed at once.
 
@@ -214,9 +276,12 @@ class Cache(Closing):
 
     # -- embeddings --------------------------------------------------------------------
 
+    @_only_a_cache(_no_vectors)
     def get_embeddings(self, model: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
         """The stored vectors of ``texts`` under ``model``, by index in ``texts``
-        (float32, one array per hit; missing texts are absent)."""
+        (float32, one array per hit; missing texts are absent). A stored vector that is
+        damaged (cut short, not finite, of another size than the others, or zero) is a
+        miss."""
         keys = [self._embedding_key(model, text) for text in texts]
         unique = list(dict.fromkeys(keys))
         found: dict[str, np.ndarray] = {}
@@ -228,12 +293,19 @@ class Cache(Closing):
                 f"SELECT key, dim, vector FROM embeddings WHERE key IN ({marks})", chunk
             )
             for key, dim, blob in rows:
-                if len(blob) == dim * _VECTOR_DTYPE.itemsize:  # else damaged: a miss
-                    found[key] = np.frombuffer(blob, dtype=_VECTOR_DTYPE)
+                if isinstance(blob, bytes) and len(blob) == dim * _VECTOR_DTYPE.itemsize:
+                    vector = np.frombuffer(blob, dtype=_VECTOR_DTYPE)
+                    if np.all(np.isfinite(vector)) and np.any(vector):
+                        found[key] = vector
+        sizes = [v.size for v in found.values()]
+        if sizes and min(sizes) != max(sizes):  # keep the size most of them have
+            usual = max(set(sizes), key=sizes.count)
+            found = {k: v for k, v in found.items() if v.size == usual}
         hits = {i: found[k].astype(np.float32) for i, k in enumerate(keys) if k in found}
         self._count(hits=len(hits), misses=len(keys) - len(hits))
         return hits
 
+    @_only_a_cache(_miss)
     def put_embeddings(self, model: str, texts: Sequence[str], vectors: Any) -> None:
         """Store one vector per text under ``model``, in a single transaction.
 
@@ -303,6 +375,8 @@ class NullCache(Closing):
     def close(self) -> None:
         return None
 
+    broken: str | None = None
+
     def __repr__(self) -> str:
         return "NullCache()"
 
@@ -320,9 +394,23 @@ def open_cache(cache: bool | str | Path | Cache | NullCache | None = True) -> Ca
     if cache is None or cache is True:
         if os.environ.get(ENV_CACHE, "").strip().lower() in ("off", "0", "false", "no"):
             return NullCache()
-        return Cache()
+        return _opened(None)
     if cache is False:
         return NullCache()
     if isinstance(cache, (str, os.PathLike)):
-        return Cache(cache)
+        return _opened(cache)
     raise TypeError(f"cache must be a bool, a path or a Cache, got {type(cache).__name__}")
+
+
+def _opened(path: str | os.PathLike[str] | None) -> Cache | NullCache:
+    """The cache file at ``path`` (None: the default one); one that cannot be opened (a
+    read-only folder, a damaged file, a lock that outlasts the wait) is warned about and
+    bypassed: a cache fault never stops a run."""
+    try:
+        return Cache(path)
+    except (CacheError, OSError, sqlite3.Error) as exc:
+        where = path if path is not None else "the default cache"
+        message = f"the cache {where} cannot be used ({exc}); the run goes on without it"
+        log.warning("%s", message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        return NullCache()

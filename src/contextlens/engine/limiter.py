@@ -10,6 +10,7 @@ below one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import deque
@@ -100,7 +101,8 @@ class Limiter:
         except asyncio.CancelledError:
             with self._lock:
                 if not entry.granted:
-                    self._queue.remove(entry)
+                    with contextlib.suppress(ValueError):  # already passed over as cancelled
+                        self._queue.remove(entry)
                     raise
             if not entry.future.cancelled():  # handed a slot while being cancelled
                 self.release()

@@ -72,21 +72,24 @@ def _enable_wal(conn: sqlite3.Connection, attempts: int = 50) -> None:
             time.sleep(0.05 + 0.05 * random.random())
 
 
-def connect(path: Path, name: str, error: type[Exception]) -> sqlite3.Connection:
-    """A new connection to ``path`` with the busy timeout; ``error`` when it cannot be opened.
+def connect(
+    path: Path, name: str, error: type[Exception], busy_timeout: float = BUSY_TIMEOUT
+) -> sqlite3.Connection:
+    """A new connection to ``path`` waiting at most ``busy_timeout`` seconds for another
+    connection's lock; ``error`` when it cannot be opened.
 
     ``name`` says what the file is in the message ("the cache").
     """
     try:
         conn = sqlite3.connect(
             path,
-            timeout=BUSY_TIMEOUT,
+            timeout=busy_timeout,
             isolation_level=None,  # autocommit; transactions are explicit
             check_same_thread=False,  # used by one thread, but closable from any
         )
     except sqlite3.Error as exc:
         raise error(f"cannot open {name} {path}: {exc}") from exc
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
     return conn
 
 
@@ -126,6 +129,8 @@ class SQLiteFile(Closing):
         newer_hint: the advice ending the error for a file of a newer version.
         rebuild: tables dropped from a file of an older version before the schema is
             created (a cache is rebuilt); none are by default (history is kept).
+        busy_timeout: seconds to wait for another process's lock before ``error`` says the
+            file is locked.
 
     The file is opened (and its schema checked) at once, to fail early.
     """
@@ -140,8 +145,10 @@ class SQLiteFile(Closing):
         version: int,
         newer_hint: str,
         rebuild: Sequence[str] = (),
+        busy_timeout: float = BUSY_TIMEOUT,
     ) -> None:
         self.path = path
+        self.busy_timeout = busy_timeout
         self.name = name
         self.error = error
         self.schema = schema
@@ -175,10 +182,21 @@ class SQLiteFile(Closing):
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection inside a :func:`transaction`."""
+        """This thread's connection inside a :func:`transaction`; a lock that outlasts the
+        busy timeout, or any other fault of the file, is ``error`` naming it."""
         conn = self.connection()
-        with transaction(conn):
-            yield conn
+        try:
+            with transaction(conn):
+                yield conn
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise self.error(
+                    f"{self.name} {self.path} is locked by another process (waited "
+                    f"{self.busy_timeout:g} s): {exc}"
+                ) from exc
+            raise self.error(f"cannot write {self.name} {self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise self.error(f"cannot write {self.name} {self.path}: {exc}") from exc
 
     def close(self) -> None:
         """Close every connection this object opened; later use opens new ones."""
@@ -189,7 +207,7 @@ class SQLiteFile(Closing):
             fin()
 
     def _open(self) -> sqlite3.Connection:
-        conn = connect(self.path, self.name, self.error)
+        conn = connect(self.path, self.name, self.error, self.busy_timeout)
         try:
             _enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")

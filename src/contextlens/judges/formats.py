@@ -15,24 +15,39 @@ The schema sent is :func:`~contextlens.judges.schema.wire_schema`, which a gramm
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
 
 from contextlens.backend import BackendError, FormatRefused, Message
-from contextlens.judges.schema import reply_token_budget, wire_schema
+from contextlens.judges.schema import (
+    field_line,
+    reply_token_budget,
+    wire_schema,
+    wire_schema_json,
+)
+from contextlens.redact import logger
 
-__all__ = ["STRUCTURED_MODES", "FormatNegotiation", "structured_mode"]
+__all__ = [
+    "ENFORCED",
+    "STRUCTURED_MODES",
+    "FormatNegotiation",
+    "compact_instructions",
+    "enforced_instructions",
+    "structured_mode",
+]
 
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "off")
+#: The formats in which the server itself enforces the reply schema.
+ENFORCED = frozenset({"json_schema", "json_object"})
 _STEPS = ("json_schema", "json_object", "off")
 _NAMES_FORMAT = re.compile(r"response[_ ]?format|json[_ ]?schema|json[_ ]?object", re.I)
 _REFUSAL_STATUSES = frozenset({400, 422, 500, 501})
-log = logging.getLogger("contextlens.judge")
+log = logger("contextlens.judge")
 
 
 def structured_mode(value: str | bool | None) -> str:
@@ -48,6 +63,32 @@ def structured_mode(value: str | bool | None) -> str:
             f"structured output {value!r}: expected one of {', '.join(STRUCTURED_MODES)}"
         )
     return mode
+
+
+def enforced_instructions(schema: type[BaseModel]) -> str:
+    """What the prompt says of the reply format when the server enforces the schema."""
+    return f"Answer with one JSON object (the reply format is enforced): {field_line(schema)}"
+
+
+def compact_instructions(messages: Sequence[Message], schema: type[BaseModel]) -> list[Message]:
+    """``messages`` with the printed schema of ``schema`` (in the instructions
+    :func:`~contextlens.judges.parsing.format_instructions` writes, with any fence) replaced
+    by :func:`enforced_instructions`."""
+    pattern = _instructions(schema)
+    short = enforced_instructions(schema)
+    return [
+        {**m, "content": pattern.sub(lambda _: short, m["content"])}  # type: ignore[typeddict-item]
+        for m in messages
+    ]
+
+
+@lru_cache(maxsize=256)
+def _instructions(schema: type[BaseModel]) -> re.Pattern[str]:
+    schema_json = re.escape(wire_schema_json(schema))
+    return re.compile(
+        r"Answer with one JSON object that follows this JSON schema, between .{1,40}? and "
+        r".{1,40}?:\n" + schema_json
+    )
 
 
 class FormatNegotiation:
@@ -88,6 +129,17 @@ class FormatNegotiation:
         if response_format is not None:
             options["response_format"] = response_format
         return sent, options
+
+    def prompt_for(
+        self, messages: Sequence[Message], schema: type[BaseModel] | None, sent: str
+    ) -> list[Message]:
+        """The messages as sent in format ``sent``. Where the server enforces the reply
+        schema (``json_schema``, or llama.cpp's ``json_object`` with a schema), the schema the
+        prompt prints is said in one line instead (:func:`enforced_instructions`): it would
+        be paid for twice. With the prompt alone it stays whole."""
+        if schema is None or sent not in ENFORCED:
+            return list(messages)
+        return compact_instructions(messages, schema)
 
     def refused(self, sent: str, error: BackendError) -> BackendError:
         """``error`` as raised for a call sent with format ``sent``: in auto mode, a refusal

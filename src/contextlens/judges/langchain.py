@@ -144,8 +144,9 @@ class LangChainBackend:
     async def complete(
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
     ) -> Completion:
-        payload = [{"role": m["role"], "content": m["content"]} for m in messages]
         runnable, sent = self._runnable(schema)
+        prompt = self.formats.prompt_for(messages, schema, sent)
+        payload = [{"role": m["role"], "content": m["content"]} for m in prompt]
         start = time.perf_counter()
         try:
             result = await call_user(runnable, "invoke", "ainvoke", payload)

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from contextlens.backend import Completion, Message
+from contextlens.backend import Completion, JudgeNotReady, Message
 from contextlens.errors import MissingExtraError
 from contextlens.judges.errors import as_backend_error
 from contextlens.judges.formats import FormatNegotiation
@@ -70,6 +70,22 @@ class LiteLLMBackend:
         self.api_base = params.get("api_base") or params.get("base_url")
         self.local = bool(self.api_base) and is_local(str(self.api_base))
 
+    def preflight(self) -> None:
+        """:class:`JudgeNotReady` when LiteLLM says the provider's key variables are not
+        set (and no key or local server is given)."""
+        if self.local or self.request.get("api_key"):
+            return
+        try:
+            check = self._litellm.validate_environment(model=self.model)
+        except Exception:
+            return
+        missing = check.get("missing_keys") if isinstance(check, dict) else None
+        if missing and not check.get("keys_in_environment"):
+            raise JudgeNotReady(
+                f"the judge litellm:{self.model} needs {', '.join(map(str, missing))} set "
+                "(or an api_key passed to it)"
+            )
+
     @property
     def use_structured_output(self) -> bool:
         """Whether the reply schema goes as ``response_format``."""
@@ -94,6 +110,7 @@ class LiteLLMBackend:
         kwargs = dict(self.request)
         sent, options = self.formats.reply_options(schema, messages, kwargs.get("max_tokens"))
         kwargs.update(options)
+        messages = self.formats.prompt_for(messages, schema, sent)
         start = time.perf_counter()
         try:
             reply = await in_thread(

@@ -141,12 +141,14 @@ class LlamaCppBackend:
     async def complete(
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
     ) -> Completion:
-        request: dict[str, Any] = {"messages": [dict(m) for m in messages]}
+        sent, options = self.formats.reply_options(schema, messages, self.max_tokens)
+        prompt = self.formats.prompt_for(messages, schema, sent)
+        request: dict[str, Any] = {"messages": [dict(m) for m in prompt]}
         if self.temperature is not None:
             request["temperature"] = self.temperature
         if self.seed is not None:
             request["seed"] = self.seed
-        request.update(self.formats.reply_options(schema, messages, self.max_tokens)[1])
+        request.update(options)
         reply, latency = await in_thread(self._generate, request)
         try:
             text = reply["choices"][0]["message"]["content"] or ""

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
+import math
+import warnings
 from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 
 from contextlens.backend import (
     BackendConnectionError,
+    BackendError,
     BackendTimeout,
     ChatBackend,
     Completion,
@@ -26,10 +28,12 @@ from contextlens.backend import (
     RateLimited,
     Usage,
 )
-from contextlens.engine import accounting
+from contextlens.engine import accounting, budget
 from contextlens.engine.cache import Cache, NullCache, current_repeat
 from contextlens.engine.limiter import Limiter, limiter_for
+from contextlens.engine.reach import JudgeUnreachable, reach_for
 from contextlens.engine.retry import RetryPolicy, call_with_retry, within
+from contextlens.engine.tokens import BYTES, CHARS, counter_for
 from contextlens.errors import JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judgement
 from contextlens.judges.parsing import (
@@ -38,9 +42,25 @@ from contextlens.judges.parsing import (
     parse_reply,
     reask_messages,
 )
+from contextlens.judges.sizing import call_size
+from contextlens.redact import logger
 
 T = TypeVar("T", bound=BaseModel)
-log = logging.getLogger("contextlens.judge")
+
+#: Where the limit of a local server that reports no slots comes from.
+ONE_AT_A_TIME = "a local server that does not report its slots: one call at a time"
+_said: set[str] = set()
+
+
+def _say_once(key: str, text: str) -> None:
+    """Warn ``text`` once per backend and process (the command shows it as a note)."""
+    if key not in _said:
+        _said.add(key)
+        log.info("%s", text)
+        warnings.warn(text, UserWarning, stacklevel=3)
+
+
+log = logger("contextlens.judge")
 
 
 class LLMJudge:
@@ -68,6 +88,7 @@ class LLMJudge:
         if max_concurrency is None:
             max_concurrency = getattr(backend, "concurrency", None)
         self.limiter = limiter or limiter_for(backend.key, max_concurrency)
+        self.reach = reach_for(backend.key)
         self.cache = cache if cache is not None else NullCache()
         if retry is None:  # the backend's own timeout, when it has one (a local server's is long)
             retry = RetryPolicy()
@@ -93,6 +114,13 @@ class LLMJudge:
         """Calls in flight at most (the limiter's bound)."""
         return self.limiter.max_limit
 
+    def preflight(self) -> None:
+        """Raise :class:`~contextlens.backend.JudgeNotReady` when no call could succeed (the
+        backend's own check, when it has one)."""
+        check = getattr(self.backend, "preflight", None)
+        if callable(check):
+            check()
+
     def with_limiter(self, limiter: Limiter) -> LLMJudge:
         """This judge with its calls bounded by ``limiter`` instead (a copy: the judge a
         user made is never changed by a run)."""
@@ -102,15 +130,23 @@ class LLMJudge:
 
     def _cache_key(self, messages: list[Message], schema: type[BaseModel]) -> str:
         params = self.backend.params
+        formats = getattr(self.backend, "formats", None)
         return Cache.key(
             backend=self.backend.name,
             model=self.backend.model,
             params=json.loads(json.dumps(params, default=str)) if params else {},
             structured=bool(self.backend.use_structured_output),
+            mode=getattr(formats, "mode", None),  # the prompt and the reply depend on it
             messages=list(messages),
             schema=compact_schema_json(schema),
             repeat=current_repeat.get(),
         )
+
+    def cached(self, messages: Sequence[Message], schema: type[BaseModel]) -> Completion | None:
+        """The cached reply to this call, if the cache has it (the cache is only read)."""
+        if isinstance(self.cache, NullCache):
+            return None
+        return self.cache.get_completion(self._cache_key(list(messages), schema))
 
     async def _find_limit(self) -> tuple[int, str] | None:
         """The limit a server reports (llama.cpp's slots), else one call at a time for a
@@ -120,8 +156,19 @@ class LLMJudge:
         if slots:
             return slots, f"{slots} slot(s) reported by the server"
         if getattr(self.backend, "local", False):
-            return 1, "a local server that does not report its slots: one call at a time"
+            return 1, ONE_AT_A_TIME
         return None
+
+    def _worst(self, messages: Sequence[Message], schema: type[BaseModel]) -> Usage:
+        """The most a call could use: its prompt (the model's tokenizer with a margin where
+        it is known, else UTF-8 bytes) and every completion token it may take."""
+        size = call_size(self.backend, messages, schema)
+        counter = counter_for(self.backend.model)
+        if counter is CHARS:
+            prompt = BYTES.prompt(size.messages, size.schema_text)
+        else:
+            prompt = math.ceil(counter.prompt(size.messages, size.schema_text) * 1.05) + 16
+        return Usage(prompt_tokens=prompt, completion_tokens=size.max_tokens)
 
     def _record(self, **counts: Any) -> None:
         accounting.record(judge=self.name, model=self.backend.model, **counts)
@@ -135,7 +182,16 @@ class LLMJudge:
                 self._record(cache_hits=1)
                 return cached
 
-        await self.limiter.settle(self._find_limit)
+        if self.limiter.origin is None:
+            await self.limiter.settle(self._find_limit)
+            if self.limiter.origin == ONE_AT_A_TIME:
+                _say_once(
+                    self.backend.key,
+                    f"the judge {self.backend.key} is asked one call at a time: it is a server "
+                    "on this machine or network that does not report how many it serves at "
+                    "once; if it serves more, say so with --concurrency N (or ?concurrency=N "
+                    "on the judge spec, max_concurrency= in Python)",
+                )
 
         def send() -> Awaitable[Completion]:
             return self.backend.complete(messages, schema=schema)
@@ -144,24 +200,42 @@ class LLMJudge:
             # The timeout runs from the moment the call is sent, not while it waits for a
             # slot. A call is counted when the server answered it, with any status, or when
             # it timed out waiting; one whose connection dropped is counted as dropped (it may
-            # or may not have reached the server); a refused one is not counted.
+            # or may not have reached the server); a refused one is not counted. Under a
+            # cost cap, the call's most is reserved before it is sent (CostCapReached when it
+            # could pass the cap), and a call that cannot have been billed is charged nothing.
             async with self.limiter.slot():
-                try:
-                    reply = await (within(send, timeout) if timeout else send())
-                except RateLimited:
-                    self.limiter.on_rate_limited()
-                    self._record(calls=1)
-                    raise
-                except BackendConnectionError as exc:  # no reply came: a retry, not a call
-                    self._record(dropped=int(exc.connected))
-                    raise
-                except BackendTimeout:  # the server is slower than its load: ease off
-                    self.limiter.on_timeout()
-                    self._record(calls=1)
-                    raise
-                except BaseException:  # an error reply, a timeout, a cancellation
-                    self._record(calls=1)
-                    raise
+                with budget.spend(
+                    self.backend.model, lambda: self._worst(messages, schema)
+                ) as cost:
+                    try:
+                        reply = await (within(send, timeout) if timeout else send())
+                    except RateLimited:
+                        self.reach.on_answer()
+                        self.limiter.on_rate_limited()
+                        self._record(calls=1)
+                        cost.release()
+                        raise
+                    except BackendConnectionError as exc:  # no reply came: a retry, not a call
+                        self._record(dropped=int(exc.connected))
+                        if not exc.connected:  # refused: stop soon if it never answered
+                            cost.release()
+                            self.reach.on_refused(exc.message, self.backend.key)
+                        raise
+                    except BackendTimeout:  # the server is slower than its load: ease off
+                        self.limiter.on_timeout()
+                        self._record(calls=1)
+                        raise
+                    except BackendError as exc:  # an error reply: the server is there
+                        if exc.status is not None:
+                            self.reach.on_answer()
+                            cost.release()
+                        self._record(calls=1)
+                        raise
+                    except BaseException:  # a cancellation, or a backend's own exception
+                        self._record(calls=1)
+                        raise
+                    cost.charge(reply.usage)
+                self.reach.on_answer()
                 self._record(calls=1, usage=reply.usage, seconds=reply.latency)
             self.limiter.on_success()
             return reply
@@ -222,6 +296,8 @@ class LLMJudge:
                 )
                 convo = reask_messages(list(messages), raw or "", problem, fence.bos, fence.eos)
                 continue
+            except (JudgeUnreachable, budget.CostCapReached):  # the run stops, no item fails
+                raise
             except Exception as exc:
                 self._record(failures=1)
                 raise JudgeError(f"{self.name}: {type(exc).__name__}: {exc}") from exc

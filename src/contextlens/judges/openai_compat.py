@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 from pydantic import BaseModel
@@ -26,6 +26,8 @@ from contextlens.backend import (
     BackendTimeout,
     Completion,
     FatalError,
+    InvalidReply,
+    JudgeNotReady,
     Message,
     Usage,
     http_error,
@@ -33,6 +35,7 @@ from contextlens.backend import (
 )
 from contextlens.judges.formats import FormatNegotiation
 from contextlens.judges.spec import JudgeSpec, backend_kind
+from contextlens.redact import redact, register_secret
 from contextlens.sync import PerLoop
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAICompatBackend", "is_local"]
@@ -41,7 +44,13 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Seconds per call for a remote API, and for a server on this machine or network (a model on
 #: a CPU takes its time, and nobody else is kept waiting).
 DEFAULT_TIMEOUT, LOCAL_TIMEOUT = 60.0, 300.0
+#: The largest reply body read, in bytes, as sent and as decoded (a gzip body that inflates
+#: past it is cut off there): a judge's reply is a few kilobytes of JSON.
+DEFAULT_MAX_REPLY_BYTES = 4_000_000
+#: Token counts a server may report for one call; larger ones (or negative) are not believed.
+MAX_REPORTED_TOKENS = 10_000_000
 _MAX_ERROR_CHARS = 300
+_READ_CHUNK = 65_536
 
 
 class _LoopSession:
@@ -88,7 +97,9 @@ class OpenAICompatBackend:
     Args:
         model: the model name sent in each request.
         base_url: API root (e.g. ``http://127.0.0.1:8000/v1``); default env
-            ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``.
+            ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``. Credentials in it
+            (``http://user:key@host/v1``) are sent as basic auth (instead of the key) and
+            kept out of the URL the backend shows, keys and logs.
         api_key: sent as ``Authorization: Bearer``; default env ``OPENAI_API_KEY``. When
             neither is set (or ``api_key=""``) no Authorization header is sent.
         temperature, seed: sent when not ``None``.
@@ -105,6 +116,8 @@ class OpenAICompatBackend:
             engine's default for a remote one.
         extra_body: merged into every request body last (so it may override fields).
         headers: extra HTTP headers.
+        max_reply_bytes: the largest reply read (as sent, and as decoded); a larger one is an
+            invalid reply, read no further.
 
     The transport is aiohttp: at dozens of calls in flight it spends a fraction of httpx's
     client CPU per call (``benchmarks/bench_transport.py``). One session is kept per event
@@ -129,11 +142,17 @@ class OpenAICompatBackend:
         concurrency: int | None = None,
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.model = model
         url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        self.base_url = url.rstrip("/")
+        url, self._basic = _without_credentials(url.rstrip("/"))
+        self.base_url = url  # never holds credentials: it is in keys, messages and the cache
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        register_secret(self._api_key)
+        if self._basic is not None:
+            register_secret(self._basic.password)
+            register_secret(self._basic.encode().split()[-1])  # as a server may echo it
         self.temperature = temperature
         self.seed = seed
         self.max_tokens = max_tokens
@@ -147,6 +166,9 @@ class OpenAICompatBackend:
         )
         self.extra_body = dict(extra_body or {})
         self.headers = dict(headers or {})
+        if max_reply_bytes < 1:
+            raise ValueError(f"max_reply_bytes must be >= 1, got {max_reply_bytes}")
+        self.max_reply_bytes = max_reply_bytes
         self._sessions = PerLoop(lambda: _LoopSession(self.base_url, self.timeout))
 
     def __repr__(self) -> str:
@@ -171,6 +193,16 @@ class OpenAICompatBackend:
             "structured_output": self.formats.mode,
             "extra_body": self.extra_body,
         }
+
+    def preflight(self) -> None:
+        """:class:`JudgeNotReady` for the OpenAI API with no key: no call could succeed."""
+        authorised = self._api_key or self._basic is not None
+        authorised = authorised or any(h.lower() == "authorization" for h in self.headers)
+        if not authorised and urlsplit(self.base_url).hostname == "api.openai.com":
+            raise JudgeNotReady(
+                f"the judge openai:{self.model} needs an API key: set OPENAI_API_KEY (or "
+                "give the URL of a server that needs none: http://HOST:PORT/v1#MODEL)"
+            )
 
     async def server_slots(self) -> int | None:
         """How many requests a local server serves at once, where it says so (llama.cpp's
@@ -218,27 +250,51 @@ class OpenAICompatBackend:
     # -- calls -------------------------------------------------------------------------
 
     def _body(self, messages: Sequence[Message], schema: type[BaseModel] | None) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages]}
+        sent, options = self.formats.reply_options(schema, messages, self.max_tokens)
+        prompt = self.formats.prompt_for(messages, schema, sent)
+        body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in prompt]}
         if self.temperature is not None:
             body["temperature"] = self.temperature
         if self.seed is not None:
             body["seed"] = self.seed
-        body.update(self.formats.reply_options(schema, messages, self.max_tokens)[1])
+        body.update(options)
         body.update(self.extra_body)
         return body
 
     def _request_headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}
-        if self._api_key:
+        if self._basic is not None:  # credentials given in the URL win over the key
+            headers["Authorization"] = self._basic.encode()
+        elif self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         headers.update(self.headers)
         return headers
 
     def _redact(self, text: str) -> str:
         """``text`` shortened, with the API key (if any) masked."""
+        text = text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "..."
         if self._api_key:
             text = text.replace(self._api_key, "***")
-        return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "..."
+        return redact(text)
+
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        """The reply body, read no further than :attr:`max_reply_bytes` (sent and decoded)."""
+        limit = self.max_reply_bytes
+        if response.content_length is not None and response.content_length > limit:
+            raise InvalidReply(
+                f"the reply is {response.content_length:,} bytes, over the limit of "
+                f"{limit:,}; not read"
+            )
+        body = bytearray()
+        async for chunk in response.content.iter_chunked(_READ_CHUNK):
+            body += chunk
+            if len(body) > limit:
+                prefix = bytes(body[:_MAX_ERROR_CHARS]).decode("utf-8", errors="replace")
+                raise InvalidReply(
+                    f"the reply is over the limit of {limit:,} bytes (decoded); not read further",
+                    raw=prefix,
+                )
+        return bytes(body)
 
     async def complete(
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
@@ -263,7 +319,7 @@ class OpenAICompatBackend:
                 allow_redirects=False,
             ) as response:
                 status, headers = response.status, response.headers
-                raw = await response.read()
+                raw = await self._read(response)
         except asyncio.TimeoutError as exc:  # aiohttp's connect and read timeouts
             raise BackendTimeout(
                 f"{type(exc).__name__} after {self.timeout:g}s calling {url}"
@@ -274,7 +330,16 @@ class OpenAICompatBackend:
                 connected=not isinstance(exc, aiohttp.ClientConnectorError),
             ) from None
         latency = time.perf_counter() - started
-        text = raw.decode("utf-8", errors="replace")  # for messages; the parse reads bytes
+        text = raw[: 4 * _MAX_ERROR_CHARS].decode("utf-8", errors="replace")  # for messages
+        if 300 <= status < 400:
+            where = headers.get("Location", "somewhere it does not say")
+            raise FatalError(
+                self._redact(
+                    f"HTTP {status}: {url} redirects to {where}; redirects are not followed "
+                    "(the key would go with it): give the judge the URL it ends at"
+                ),
+                status=status,
+            )
         if status >= 400:
             error = http_error(
                 status,
@@ -284,7 +349,7 @@ class OpenAICompatBackend:
             raise self.formats.refused(sent, error) if schema is not None else error
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise FatalError(self._redact(f"reply is not JSON: {text!r}")) from None
         return Completion(text=self._content(data, text), usage=_usage(data), latency=latency)
 
@@ -299,6 +364,19 @@ class OpenAICompatBackend:
         refusal = message.get("refusal") if isinstance(message, dict) else None
         detail = f"refusal: {refusal!r}" if refusal else f"message: {message!r}"
         raise FatalError(self._redact(f"reply has no text content ({detail})"))
+
+
+def _without_credentials(url: str) -> tuple[str, aiohttp.BasicAuth | None]:
+    """``url`` without its user-info, and that user-info as HTTP basic auth (None: none)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    auth = aiohttp.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+    return parts._replace(netloc=netloc).geturl(), auth
 
 
 def is_local(url: str) -> bool:
@@ -337,14 +415,24 @@ def _error_message(text: str, reason: str | None) -> str:
 
 
 def _usage(data: dict[str, Any]) -> Usage:
-    try:
-        usage = data.get("usage") or {}
-        return Usage(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        )
-    except (TypeError, ValueError, AttributeError):
+    """The reply's token counts; a count that is not a whole number in [0,
+    :data:`MAX_REPORTED_TOKENS`] is not believed (counted 0: a broken server must not make a
+    cost, or fail a valid reply)."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
         return Usage()
+    return Usage(
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+    )
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if not (0 <= value <= MAX_REPORTED_TOKENS) or value != int(value):
+        return 0
+    return int(value)
 
 
 @backend_kind("openai", prefixes=("openai:",), bare=lambda name: "/" not in name)

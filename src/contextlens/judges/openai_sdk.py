@@ -95,8 +95,9 @@ class OpenAIClientBackend:
     async def complete(
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
     ) -> Completion:
-        kwargs: dict[str, Any] = {"model": self.model, "messages": list(messages), **self.request}
         sent, options = self.formats.reply_options(schema, messages, self.max_tokens)
+        prompt = self.formats.prompt_for(messages, schema, sent)
+        kwargs: dict[str, Any] = {"model": self.model, "messages": prompt, **self.request}
         kwargs.update(options)
         create = self.client.chat.completions.create
         start = time.perf_counter()

@@ -81,6 +81,22 @@ def extract_json(text: str, bos: str = DEFAULT_BOS, eos: str = DEFAULT_EOS) -> d
     raise ReplyError("the reply holds no JSON object")
 
 
+def _valid_unicode(value: Any) -> Any:
+    """``value`` with each lone surrogate in its text (a JSON ``"\\ud800"`` escape, which
+    cannot be written as UTF-8) replaced by U+FFFD."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {_valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_unicode(v) for v in value]
+    return value
+
+
 def validate(data: Any, schema: type[T]) -> T:
     """Validate ``data`` (an object, dict or JSON string) against ``schema``."""
     if isinstance(data, schema):
@@ -90,7 +106,7 @@ def validate(data: Any, schema: type[T]) -> T:
     try:
         if isinstance(data, str):
             return schema.model_validate_json(data)
-        return schema.model_validate(data)
+        return schema.model_validate(_valid_unicode(data))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()
@@ -134,10 +150,21 @@ def format_instructions(
     )
 
 
+#: Characters of an invalid reply, and of what was wrong with it, sent back in the re-ask: a
+#: reply that ran on (or a hostile one of megabytes) is not sent back whole.
+MAX_REASK_CHARS = 2000
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_REASK_CHARS else text[:MAX_REASK_CHARS] + " [...]"
+
+
 def reask_messages(
     messages: list[Message], reply: str, error: str, bos: str = DEFAULT_BOS, eos: str = DEFAULT_EOS
 ) -> list[Message]:
-    """The conversation for the one re-ask after an invalid reply."""
+    """The conversation for the one re-ask after an invalid reply: the prompt, the reply (its
+    first :data:`MAX_REASK_CHARS` characters) and what was wrong with it."""
+    reply, error = _cut(reply), _cut(error)
     return [
         *messages,
         {"role": "assistant", "content": reply},

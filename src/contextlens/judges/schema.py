@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_REPLY_TOKENS",
     "SCORE_ANCHORS",
     "Score",
+    "field_line",
     "reply_token_budget",
     "text_field",
     "wire_schema",
@@ -140,3 +141,34 @@ def reply_token_budget(schema: type[BaseModel] | None, messages: Sequence[Messag
     if longest is not None:
         budget = max(budget, math.ceil(longest / CHARS_PER_TOKEN) + 32)
     return budget
+
+
+def _describe(node: dict[str, Any]) -> str:
+    """A JSON Schema node in a few words: ``"yes"|"no"``, ``[12 x text]``, ``{a, b}``."""
+    if "enum" in node:
+        values = node["enum"]
+        if len(values) > 6:
+            return f"{values[0]}..{values[-1]}"
+        return "|".join(json.dumps(v) for v in values)
+    kind = node.get("type")
+    if kind == "array":
+        items = _describe(node.get("items", {}))
+        low, high = node.get("minItems"), node.get("maxItems")
+        count = f"{low} x " if low is not None and low == high else ""
+        return f"[{count}{items}]"
+    if kind == "object":
+        fields = ", ".join(f"{k}: {_describe(v)}" for k, v in node.get("properties", {}).items())
+        return "{" + fields + "}"
+    return {
+        "string": "text",
+        "number": "number",
+        "integer": "integer",
+        "boolean": "true|false",
+    }.get(str(kind), "value")
+
+
+@lru_cache(maxsize=256)
+def field_line(schema: type[BaseModel]) -> str:
+    """The reply's fields in one line, for a server that enforces the schema itself (the
+    prompt need not print it): ``{reason: text, score: 0.0..1.0}``."""
+    return _describe(json.loads(_wire(schema, False)))

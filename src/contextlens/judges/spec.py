@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from contextlens.backend import ChatBackend
 from contextlens.judges.formats import structured_mode
+from contextlens.redact import redact
 
 __all__ = [
     "OFFLINE",
@@ -206,7 +207,15 @@ class JudgeSpec(BaseModel):
     @classmethod
     def parse(cls, text: str) -> JudgeSpec:
         """The spec ``text`` is; ``ValueError`` names what is wrong (an unknown prefix, a
-        setting that is unknown or out of range, a target the kind cannot use)."""
+        setting that is unknown or out of range, a target the kind cannot use), with any
+        secret the spec holds masked."""
+        try:
+            return cls._parse(text)
+        except ValueError as exc:
+            raise ValueError(redact(str(exc))) from None
+
+    @classmethod
+    def _parse(cls, text: str) -> JudgeSpec:
         text = text.strip()
         if not text:
             raise ValueError("empty judge spec")
@@ -239,6 +248,11 @@ class JudgeSpec(BaseModel):
     @property
     def backend_kind(self) -> BackendKind:
         return kinds()[self.kind]
+
+    def redacted(self) -> str:
+        """The spec as text, its secrets (a URL's user-info, a key in its query) masked: how
+        it is shown and recorded."""
+        return redact(str(self))
 
     def __str__(self) -> str:
         kind = kinds().get(self.kind)

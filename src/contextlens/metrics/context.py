@@ -17,7 +17,6 @@ session's other interactions are scored.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,10 +40,11 @@ from contextlens.metrics.base import (
 )
 from contextlens.metrics.registry import metric
 from contextlens.offline.support import SupportItem, score_support
+from contextlens.redact import logger
 from contextlens.schemas import Batch, Dataset, MetricDetails, MetricResult
 from contextlens.stats import BayesianMode, StatisticalMode, resolve_weights
 
-log = logging.getLogger("contextlens.context")
+log = logger("contextlens.context")
 
 __all__ = [
     "ContextAwareness",

@@ -12,7 +12,6 @@ Opik's surface over it is :class:`contextlens.compat.opik.ContextPrecision`.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,9 +41,10 @@ from contextlens.metrics.base import (
 )
 from contextlens.metrics.registry import metric
 from contextlens.offline.precision import PrecisionItem, score_precision
+from contextlens.redact import logger
 from contextlens.schemas import MetricDetails, MetricResult, ModelTestCase, TokenUsage
 
-log = logging.getLogger("contextlens.context_precision")
+log = logger("contextlens.context_precision")
 
 __all__ = [
     "DEFAULT_FEW_SHOT_EXAMPLES",

@@ -33,7 +33,6 @@ chunks is a computed 0.0 ("the retrieval context is empty"), not a failure. A bl
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -67,9 +66,10 @@ from contextlens.metrics.base import (
 from contextlens.metrics.registry import metric
 from contextlens.offline.relevance import RelevanceItem, StatementRelevance, score_relevance
 from contextlens.offline.text import sentences
+from contextlens.redact import logger
 from contextlens.schemas import MetricDetails, MetricResult, ModelTestCase, TokenUsage
 
-log = logging.getLogger("contextlens.contextual_relevancy")
+log = logger("contextlens.contextual_relevancy")
 
 __all__ = [
     "DEFAULT_MAX_PROMPT_TOKENS",
@@ -131,52 +131,67 @@ class RelevancyDetails(MetricDetails):
 
 
 class VerdictsReply(Reply):
-    """Base of :func:`verdicts_schema`'s replies: sized by the chunks they restate."""
+    """Base of :func:`verdicts_schema`'s replies: one verdict per numbered statement."""
 
-    n_chunks: ClassVar[int] = 1
+    n_statements: ClassVar[int] = 1
 
     @classmethod
     def reply_tokens(cls, messages: Sequence[Message]) -> int:
-        """Room for every statement of every chunk restated, with its reason and verdict."""
-        return 256 + 48 * cls.n_chunks + 2 * text_tokens(messages[-1]["content"])
+        """Room for a verdict per statement, a reason per "no" and the overall reason."""
+        return 160 + 28 * cls.n_statements
+
+    def verdict_of(self, number: int) -> Literal["yes", "no"]:
+        return self.verdicts[number - 1]  # type: ignore[attr-defined,no-any-return]
+
+    def reasons(self) -> dict[int, str]:
+        """The reason given for each statement number (the "no"s)."""
+        listed = getattr(self, "irrelevant", [])
+        return {int(n): entry.reason.strip() for entry in listed for n in entry.statements}
 
 
 @cache
-def verdicts_schema(
-    n_chunks: int, with_reason: bool, max_statements: int | None = None
-) -> type[VerdictsReply]:
-    """The reply schema for a prompt of ``n_chunks`` numbered chunks.
+def verdicts_schema(n_statements: int, with_reason: bool) -> type[VerdictsReply]:
+    """The reply schema for a prompt of ``n_statements`` numbered statements.
 
-    ``chunks`` has exactly one entry per chunk, in order (``minItems`` = ``maxItems``), each
-    with at least one statement (and at most ``max_statements``), and every statement a
-    ``"yes"``/``"no"`` verdict: rules a JSON-Schema grammar enforces, so a constrained reply
-    always validates and cannot list statements without end. A reply that breaks any of
-    them fails validation, and the judge is re-asked once with the error.
+    ``verdicts`` has exactly one ``"yes"``/``"no"`` per statement, in order (``minItems`` =
+    ``maxItems``); ``irrelevant`` gives the reasons of the "no"s, each with the numbers of the
+    statements it explains (statements off-topic for the same reason share one; a number
+    outside 1..n is refused); with ``with_reason``, one overall reason.
+    The reply carries only what the judge adds: the statements are split here and numbered in
+    the prompt, so none is restated. A grammar enforces every rule; a reply that breaks one
+    fails validation and is re-asked once.
     """
-    statement = create_model(
-        "Statement",
-        __base__=Reply,
-        statement=(str, text_field("one fact or claim of the chunk, in a few words", 160)),
-        reason=(str, text_field("at most ten words", 80)),
-        verdict=(Literal["yes", "no"], ...),
-    )
-    chunk = create_model(
-        "ChunkStatements",
+    numbers = tuple(range(1, n_statements + 1)) or (1,)  # (no statements: a prompt's frame)
+    number = Literal[numbers]  # type: ignore[valid-type]
+    irrelevant = create_model(
+        "Irrelevant",
         __base__=Reply,
         statements=(
-            list[statement],  # type: ignore[valid-type]
-            Field(min_length=1, max_length=max_statements),
+            list[number],  # type: ignore[valid-type]
+            Field(
+                min_length=1,
+                max_length=n_statements,
+                description="the numbers of the statements judged no for this reason",
+            ),
         ),
+        reason=(str, text_field("at most ten words", 80)),
     )
     fields: dict[str, Any] = {
-        "chunks": (
-            list[chunk],  # type: ignore[valid-type]
+        "verdicts": (
+            list[Literal["yes", "no"]],
             Field(
-                min_length=n_chunks,
-                max_length=n_chunks,
-                description=f"one entry per chunk, in order: {n_chunks} in all",
+                min_length=n_statements,
+                max_length=n_statements,
+                description=f"one verdict per statement, in order: {n_statements} in all",
             ),
-        )
+        ),
+        "irrelevant": (
+            list[irrelevant],  # type: ignore[valid-type]
+            Field(
+                max_length=n_statements,
+                description="why the statements judged no are not relevant, one entry per reason",
+            ),
+        ),
     }
     if with_reason:
         fields["reason"] = (
@@ -184,15 +199,19 @@ def verdicts_schema(
             text_field("one or two sentences on how relevant the context is overall", 300),
         )
     model = create_model("ContextualRelevancy", __base__=VerdictsReply, **fields)
-    model.n_chunks = n_chunks
+    model.n_statements = n_statements
     return model
 
 
+def statements_of(chunk: str) -> list[str]:
+    """A chunk's statements: its sentences, as the offline path splits them (the whole chunk
+    when it has no sentence)."""
+    return sentences(chunk) or [chunk.strip()]
+
+
 def reply_schema(chunks: Sequence[str], with_reason: bool) -> type[VerdictsReply]:
-    """The reply schema of a call judging ``chunks``: one entry per chunk, each with at most
-    twice as many statements as the longest chunk has sentences, plus two (six at least)."""
-    longest = max((len(sentences(c)) for c in chunks), default=1)
-    return verdicts_schema(len(chunks), with_reason, max(6, 2 * longest + 2))
+    """The reply schema of a call judging ``chunks``: one verdict per statement."""
+    return verdicts_schema(sum(len(statements_of(c)) for c in chunks), with_reason)
 
 
 class ReasonReply(Reply):
@@ -233,7 +252,15 @@ class ContextualRelevancyTemplate:
 
 
 def _chunk_blocks(chunks: Sequence[str]) -> str:
-    return "\n\n".join(f"Chunk {k}:\n{data_block('chunk', c)}" for k, c in enumerate(chunks, 1))
+    """Each chunk in its data block, its statements numbered across the call: ``[1] ...``."""
+    blocks, number = [], 0
+    for k, chunk in enumerate(chunks, 1):
+        lines = []
+        for statement in statements_of(chunk):
+            number += 1
+            lines.append(f"[{number}] {statement}")
+        blocks.append(f"Chunk {k}:\n{data_block('chunk', chr(10).join(lines))}")
+    return "\n\n".join(blocks)
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -598,13 +625,7 @@ class ContextualRelevancyScorer:
             judgement = cast(Judgement[Any], outcome)
             out = judgement.output
             usage, attempts = usage + judgement.usage, attempts + judgement.attempts
-            verdicts.extend(
-                StatementVerdict(
-                    chunk=batch[k][0], statement=s.statement, verdict=s.verdict, reason=s.reason
-                )
-                for k, listed in enumerate(out.chunks)
-                for s in listed.statements
-            )
+            verdicts.extend(_verdicts(batch, out))
             reason = (getattr(out, "reason", None) or "").strip()
             if reason:
                 reasons.append(reason)
@@ -655,6 +676,27 @@ class ContextualRelevancyScorer:
             error=error,
             details=RelevancyDetails(method="judge", judge=judge, judge_calls=calls, **extra),
         )
+
+
+def _verdicts(batch: list[Chunk], reply: VerdictsReply) -> list[StatementVerdict]:
+    """The reply's verdicts on the statements of ``batch``, numbered as the prompt numbered
+    them; a "no" carries its reason, a "yes" none."""
+    reasons = reply.reasons()
+    found, number = [], 0
+    for index, text in batch:
+        for statement in statements_of(text):
+            number += 1
+            verdict = reply.verdict_of(number)
+            why = reasons.get(number) if verdict == "no" else None
+            found.append(
+                StatementVerdict(
+                    chunk=index,
+                    statement=statement,
+                    verdict=verdict,
+                    reason=why or ("" if verdict == "yes" else "judged not relevant"),
+                )
+            )
+    return found
 
 
 def _chunks(case: ModelTestCase) -> list[Chunk]:

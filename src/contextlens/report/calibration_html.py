@@ -14,6 +14,8 @@ from typing import Any
 
 from markupsafe import escape
 
+from contextlens.files import make_folder, write_text
+
 __all__ = ["render_calibration_report", "write_calibration_report"]
 
 _CSS = """
@@ -273,8 +275,7 @@ def write_calibration_report(report: Any, path: str | Path) -> Path:
     """Write the calibration page for ``report`` and return its path (a folder gets
     ``calibration.html``)."""
     target = Path(path)
-    if target.is_dir():
+    if target.is_dir() and not target.is_symlink():
         target = target / "calibration.html"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_calibration_report(report), encoding="utf-8")
-    return target
+    make_folder(target.parent)
+    return write_text(target, render_calibration_report(report))

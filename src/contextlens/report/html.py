@@ -28,6 +28,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from contextlens.files import make_folder, write_text
 from contextlens.metrics.base import OFFLINE_SCALE_NOTE
 from contextlens.report.format import (
     as_dict,
@@ -176,9 +177,8 @@ def write_report(
     each metric; the histograms use every item. A folder ``path`` gets ``report.html``.
     """
     target = Path(path)
-    if target.is_dir():
+    if target.is_dir() and not target.is_symlink():
         target = target / "report.html"
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(target.parent)
     html = render_report(run, comparison=comparison, title=title, max_rows=max_rows)
-    target.write_text(html, encoding="utf-8")
-    return target
+    return write_text(target, html)

@@ -73,6 +73,8 @@ class Row:
     reason: str
     spread: str = ""
     raw_reply: str = ""  # the judge's last reply, for a failed item whose reply was unusable
+    not_applicable: bool = False
+    not_run: bool = False
 
     @property
     def bar_pct(self) -> str | None:
@@ -85,6 +87,10 @@ class Row:
     def status(self) -> str:
         if self.failed:
             return "failed"
+        if self.not_applicable:
+            return "not applicable"
+        if self.not_run:
+            return "not run"
         if self.success is True:
             return "pass"
         if self.success is False:
@@ -97,7 +103,8 @@ class Row:
 
     @property
     def status_key(self) -> str:
-        order = {"failed": 0, "below threshold": 1, "pass": 2, "scored": 3}
+        order = {"failed": 0, "below threshold": 1, "pass": 2, "scored": 3, "not applicable": 4}
+        order["not run"] = 5
         return f"{order[self.status]}-{self.status}"
 
 
@@ -175,15 +182,20 @@ class Collected:
 def _row(item: Any) -> Row:
     error = get(item, "error")
     score = finite(get(item, "score"))
-    failed = error is not None or score is None
+    not_applicable = get(item, "not_applicable")
+    not_run = get(item, "not_run")
+    failed = error is not None or (score is None and not (not_applicable or not_run))
     spread = finite(get(item, "spread"))
+    reason = error if error is not None else (not_applicable or not_run or get(item, "reason"))
     return Row(
         case_id=str(get(item, "case_id", "")),
         score=None if failed else score,
-        score_text=DASH if failed else fmt_score(score),
+        score_text=DASH if failed or score is None else fmt_score(score),
         failed=failed,
         success=get(item, "success"),
-        reason=str(error if error is not None else (get(item, "reason") or "")),
+        reason=str(reason or ""),
+        not_applicable=bool(not_applicable),
+        not_run=bool(not_run),
         spread=f"± {spread:.3f}" if spread is not None else "",
         raw_reply=_raw_reply(get(item, "details") or {}),
     )
@@ -265,6 +277,29 @@ def metric_view(name: str, summary: Any, bucket: Collected, index: int) -> Metri
         Stat("Scored", fmt_count(n_scored), "n_scored", n_scored),
         Stat("Failed", fmt_count(n_failed), "n_failed", n_failed, tone="bad" if n_failed else ""),
     ]
+    n_na = get(summary, "n_not_applicable")
+    if n_na:
+        stats.append(Stat("Not applicable", fmt_count(n_na), "n_not_applicable", n_na))
+    n_nr = get(summary, "n_not_run")
+    if n_nr:
+        stats.append(Stat("Not run", fmt_count(n_nr), "n_not_run", n_nr, tone="warn"))
+    rate = finite(get(summary, "pass_rate"))
+    if rate is not None:
+        mark, p_low, p_high = (
+            finite(get(summary, k)) for k in ("threshold", "pass_low", "pass_high")
+        )
+        stats.append(
+            Stat(
+                f"Pass rate (≥ {mark:g})" if mark is not None else "Pass rate",
+                f"{rate:.0%}",
+                "pass_rate",
+                rate,
+            )
+        )
+        if p_low is not None and p_high is not None:
+            stats.append(
+                Stat("Pass rate interval", f"{p_low:.0%} – {p_high:.0%}", "pass_low", p_low)
+            )
     spread = finite(get(summary, "judge_spread"))
     if spread is not None:
         stats.append(Stat("Judge spread", fmt_score(spread), "judge_spread", spread))

@@ -25,7 +25,7 @@ from contextlens.runner.evaluate import (
 )
 from contextlens.runner.executor import EXECUTORS, Executor, resolve_executor
 from contextlens.runner.folder import LATEST, ResultSink, RunFolder, latest_run, new_run_id
-from contextlens.runner.gates import Gate, parse_gates
+from contextlens.runner.gates import Gate, parse_gates, parse_pass_marks
 from contextlens.runner.progress import ProgressBar, progress_bar
 from contextlens.runner.summaries import Tally, finish_run, summary_of
 
@@ -60,6 +60,7 @@ __all__ = [
     "latest_run",
     "new_run_id",
     "parse_gates",
+    "parse_pass_marks",
     "progress_bar",
     "resolve_executor",
     "score_item",

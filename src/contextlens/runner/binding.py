@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +15,19 @@ from contextlens.engine.retry import RetryPolicy
 from contextlens.judges.base import Judge
 from contextlens.judges.resolve import resolve_judge
 from contextlens.metrics import registry
-from contextlens.metrics.base import Metric, Services, own_embedder, own_judge, uses_judge
+from contextlens.metrics.base import (
+    DEFAULT_PASS,
+    Metric,
+    Services,
+    own_embedder,
+    own_judge,
+    pass_mark,
+    uses_judge,
+)
+from contextlens.runner.gates import pass_marks_for
 from contextlens.schemas import MetricKey
 
-__all__ = ["BoundMetric", "as_metric", "bind_metrics", "checked_metrics"]
+__all__ = ["NO_CHUNKS", "BoundMetric", "as_metric", "bind_metrics", "checked_metrics"]
 
 
 def as_metric(obj: Any) -> Metric[Any]:
@@ -57,11 +66,15 @@ def checked_metrics(metrics: Sequence[Any]) -> list[Metric[Any]]:
 
 @dataclass(frozen=True)
 class BoundMetric:
-    """A metric of a run: its key and the services it runs on."""
+    """A metric of a run: its key, the services it runs on, its pass mark (an item passes
+    at a score of it or more), and whether it reads the retrieved chunks (a case without any
+    is then not applicable)."""
 
     metric: Metric[Any]
     key: MetricKey
     services: Services
+    pass_mark: float = DEFAULT_PASS
+    reads_chunks: bool = False
 
     @property
     def judge_name(self) -> str | None:
@@ -74,6 +87,29 @@ class BoundMetric:
         """Whether the metric scores cases like ``case``."""
         return isinstance(case, self.metric.case_type)
 
+    def not_applicable(self, case: Any) -> str | None:
+        """Why the metric does not apply to ``case`` although it takes its kind: a metric
+        that reads the retrieved chunks and a case that has none (a chit-chat turn, a
+        retriever that found nothing). None when it applies."""
+        if not self.reads_chunks:
+            return None
+        chunks = getattr(case, "retrieval_context", None)
+        if chunks is None or any(isinstance(c, str) and c.strip() for c in chunks):
+            return None
+        return NO_CHUNKS
+
+
+#: Why a case without retrieved chunks is not scored by a metric that reads them.
+NO_CHUNKS = "not applicable: no retrieved context"
+
+
+def _reads_chunks(metric: Metric[Any]) -> bool:
+    try:
+        info = registry.get(registry.name_of(metric))
+    except (registry.UnknownMetricError, TypeError):
+        return False
+    return "retrieval_context" in info.reads
+
 
 def bind_metrics(
     metrics: Sequence[Metric[Any]],
@@ -83,9 +119,16 @@ def bind_metrics(
     cache: Cache | NullCache,
     limits: Limits,
     retry: RetryPolicy | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    preflight: bool = True,
 ) -> list[BoundMetric]:
     """Each metric with its services: its own judge and embedder if it has them, else the
-    run's; every judge takes its limiter from ``limits`` and its replies from ``cache``."""
+    run's; every judge takes its limiter from ``limits`` and its replies from ``cache``.
+    A metric's pass mark is ``thresholds[its name]`` (any name of it), else its own
+    ``threshold``, else :data:`~contextlens.metrics.base.DEFAULT_PASS`. Each judge's
+    ``preflight`` runs once here, before any call (unless ``preflight`` is False)."""
+    keys = [registry.key_of(m) for m in metrics]
+    marks = pass_marks_for(thresholds or {}, keys)
 
     def judge_for(choice: Any) -> Judge | None:
         return resolve_judge(choice, limits=limits, cache=cache, retry=retry)
@@ -95,19 +138,28 @@ def bind_metrics(
 
     run_judge = judge_for(judge)
     run_embedder = embedder_for(embedder)
+    checked: set[int] = set()
     bound = []
     for metric in metrics:
         own = own_judge(metric)
         own_emb = own_embedder(metric)
         judge_obj = run_judge if own is None else judge_for(own)
+        if uses_judge(metric) and judge_obj is not None and id(judge_obj) not in checked:
+            checked.add(id(judge_obj))
+            check = getattr(judge_obj, "preflight", None)
+            if preflight and callable(check):  # a judge that cannot work says so now
+                check()
+        key = registry.key_of(metric)
         bound.append(
             BoundMetric(
                 metric,
-                registry.key_of(metric),
+                key,
                 Services(
                     judge=judge_obj if uses_judge(metric) else None,
                     embedder=run_embedder if own_emb is None else embedder_for(own_emb),
                 ),
+                pass_mark=marks.get(key, pass_mark(metric)),
+                reads_chunks=_reads_chunks(metric),
             )
         )
     return bound

@@ -29,7 +29,8 @@ from contextlens.stats import StatisticalMode
 __all__ = ["ProgressCallback", "RunConfig", "RunOptions"]
 
 ProgressCallback = Callable[[int, int | None, float], None]
-"""Called after each case with (cases done, cases in all or None, seconds since the start)."""
+"""Called after each case, and every second while none completes, with (cases done, cases
+in all or None, seconds since the start)."""
 
 
 class RunConfig(BaseModel):
@@ -44,7 +45,11 @@ class RunConfig(BaseModel):
     ``cache``: True (the user cache folder), False, a path, or a cache object. ``out``: the
     folder whose ``OUT/<run id>/`` the run writes into (or a :class:`RunFolder`).
     ``store``: the run store the command records the run in (None: the default one; False:
-    none). ``statistical_mode``: the aggregate's interval (None: ``BayesianMode()``).
+    none). ``thresholds``: pass marks by metric name (an item passes at a score of the mark
+    or more; a metric not named keeps its own ``threshold``, else 0.5).
+    ``max_cost``: USD the run's judge calls may cost at most (None: no cap; see
+    :mod:`contextlens.engine.budget`).
+    ``statistical_mode``: the aggregate's interval (None: ``BayesianMode()``).
     ``keep_results``: keep every item in memory (None: when there is no ``out``).
     ``progress``: a bar on stderr (None: when stderr is a terminal), or a
     :data:`ProgressCallback`.
@@ -60,6 +65,8 @@ class RunConfig(BaseModel):
     cache: Any = True
     out: Path | RunFolder | None = None
     store: Path | bool | None = None
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     statistical_mode: StatisticalMode | None = None
     keep_results: bool | None = None
     progress: bool | ProgressCallback | None = None
@@ -106,7 +113,7 @@ class RunConfig(BaseModel):
 
     def describe(self) -> dict[str, Any]:
         """The settings as JSON, as ``summary.json`` and the run store record them: the
-        judge and embedder by name, the rest as given."""
+        judge and embedder by name (secrets masked), the rest as given."""
         mode = self.statistical_mode
         return {
             "judge": judge_label(self.judge),
@@ -114,6 +121,8 @@ class RunConfig(BaseModel):
             "max_concurrency": self.max_concurrency,
             "retry": None if self.retry is None else _plain(vars(self.retry)),
             "repeats": self.repeats,
+            "thresholds": {str(k): v for k, v in self.thresholds.items()},
+            "max_cost": self.max_cost,
             "cache": _label(self.cache, "default") if self.cache is not True else "default",
             "out": None if self.out is None else str(getattr(self.out, "out", self.out)),
             "statistical_mode": None if mode is None else repr(mode),
@@ -132,6 +141,8 @@ class RunOptions(TypedDict, total=False):
     cache: Any
     out: str | os.PathLike[str] | RunFolder | None
     store: Path | bool | None
+    thresholds: dict[str, float]
+    max_cost: float | None
     statistical_mode: StatisticalMode | None
     keep_results: bool | None
     progress: bool | ProgressCallback | None
@@ -142,7 +153,7 @@ def judge_label(judge: Any) -> str:
     if judge is None or judge == OFFLINE:
         return OFFLINE
     if isinstance(judge, JudgeSpec):
-        return str(judge)
+        return judge.redacted()
     return _label(judge, OFFLINE)
 
 

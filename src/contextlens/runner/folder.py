@@ -7,13 +7,16 @@ partial ``results.jsonl``; ``OUT/latest`` names the newest completed run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from contextlens.errors import InputError
+from contextlens.files import OutputError, create_new, describe_os_error
+from contextlens.redact import redact
 from contextlens.results import ItemResult
 
 __all__ = ["LATEST", "ResultSink", "RunFolder", "latest_run", "new_run_id"]
@@ -47,36 +50,62 @@ class RunFolder:
         """The run's own folder."""
         return self.out / self.run_id
 
+    def check(self) -> None:
+        """Raise :class:`OutputError` now if the run's folder could not be made (``out`` is a
+        file, read-only, its name too long), before any work is done."""
+        if self.out.exists() and not self.out.is_dir():
+            raise OutputError(self.out, "it is a file, not a folder (--out names a folder)")
+        probe = (
+            self.out
+            if self.out.exists()
+            else next((p for p in self.out.parents if p.exists()), Path("."))
+        )
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise OutputError(self.out, describe_os_error(PermissionError(13, "denied")))
+        for part in self.path.parts:
+            if len(part.encode("utf-8", "surrogatepass")) > 255:
+                raise OutputError(self.path, "a name in the path is longer than 255 bytes")
+
     def create(self) -> Path:
-        """Make the run's folder (and ``out``); ``FileExistsError`` if it exists: a folder
-        serves one run."""
-        self.out.mkdir(parents=True, exist_ok=True)
+        """Make the run's folder (and ``out``); :class:`OutputError` naming the path and the
+        cause when it cannot be (it exists: a folder serves one run)."""
         try:
+            self.out.mkdir(parents=True, exist_ok=True)
             self.path.mkdir()
         except FileExistsError:
-            raise FileExistsError(
-                f"the run folder {self.path} exists already; a run folder serves one run"
-            ) from None
+            if self.path.exists():
+                raise OutputError(
+                    self.path, "it exists already; a run folder serves one run"
+                ) from None
+            raise OutputError(self.out, "it is a file, not a folder") from None
+        except OSError as exc:
+            raise OutputError(self.path, describe_os_error(exc)) from None
         return self.path
 
-    def complete(self) -> Path:
+    def complete(self) -> Path | None:
         """Make ``<out>/latest`` name this run and return it: a relative symlink to the run's
         folder, put in place atomically with ``os.replace``, or, where symlinks cannot be
-        made, a text file holding the run id (replaced the same way)."""
+        made, a text file holding the run id (replaced the same way). ``latest`` is a side
+        file: when it cannot be made (a folder of that name, a full disk) the run is still
+        complete, so this warns and returns None."""
         link = self.out / LATEST
         tmp = self.out / f".{LATEST}.{self.run_id}.{os.getpid()}.tmp"
-        tmp.unlink(missing_ok=True)
         try:
-            os.symlink(self.run_id, tmp, target_is_directory=True)
-        except (OSError, NotImplementedError):
-            tmp.write_text(self.run_id + "\n", encoding="utf-8")
-        try:
+            tmp.unlink(missing_ok=True)
+            try:
+                os.symlink(self.run_id, tmp, target_is_directory=True)
+            except (OSError, NotImplementedError):
+                tmp.write_text(self.run_id + "\n", encoding="utf-8")
             os.replace(tmp, link)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
-            raise InputError(
-                f"cannot make it name run {self.run_id}: {exc.strerror or exc}", file=str(link)
-            ) from None
+            warnings.warn(
+                f"the run {self.run_id} is complete in {self.path}, but {link} could not be "
+                f"made to name it: {describe_os_error(exc)}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return None
         return link
 
 
@@ -93,18 +122,30 @@ def latest_run(out: str | Path) -> Path | None:
 
 
 class ResultSink:
-    """Writes each item result as one JSON line of ``results.jsonl``, flushed at once."""
+    """Writes each item result as one JSON line of ``results.jsonl``, flushed at once, its
+    secrets masked. A write that fails (a full disk) raises :class:`OutputError`, and every
+    later write at once raises it too: what is written stays whole."""
 
     def __init__(self, folder: Path | None) -> None:
         self.handle: IO[str] | None = None
-        if folder is not None:
-            self.handle = open(folder / "results.jsonl", "x", encoding="utf-8")  # noqa: SIM115
+        self.path = None if folder is None else folder / "results.jsonl"
+        self.failed: OutputError | None = None
+        if self.path is not None:
+            self.handle = create_new(self.path)
 
     def write(self, item: ItemResult) -> None:
-        if self.handle is not None:
-            self.handle.write(item.model_dump_json() + "\n")
+        if self.handle is None:
+            return
+        if self.failed is not None:
+            raise self.failed
+        try:
+            self.handle.write(redact(item.model_dump_json()) + "\n")
             self.handle.flush()
+        except OSError as exc:
+            self.failed = OutputError(self.path or "results.jsonl", describe_os_error(exc))
+            raise self.failed from None
 
     def close(self) -> None:
         if self.handle is not None:
-            self.handle.close()
+            with contextlib.suppress(OSError):  # a flush that fails again: the lines are whole
+                self.handle.close()

@@ -5,7 +5,7 @@ costs a run, and a gate never checks a metric the user did not name."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -13,7 +13,7 @@ from contextlens.metrics.registry import match
 from contextlens.results import EvalRun
 from contextlens.schemas import MetricKey
 
-__all__ = ["Gate", "GateMode", "parse_gates", "parse_value"]
+__all__ = ["Gate", "GateMode", "parse_gates", "parse_pass_marks", "parse_value", "pass_marks_for"]
 
 GateMode = Literal["point", "interval"]
 
@@ -68,3 +68,23 @@ def parse_gates(
         key = match(name.strip(), keys, what=option)
         gates.append(Gate(key, parse_value(value, option=option, item=item), mode))
     return gates
+
+
+def parse_pass_marks(
+    items: Iterable[str], keys: Sequence[str], *, option: str = "--threshold"
+) -> dict[MetricKey, float]:
+    """``["context-precision=0.7"]`` as each named metric's pass mark: an item passes at a
+    score of the value or more. The same checks as :func:`parse_gates`."""
+    marks: dict[MetricKey, float] = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{option} expects METRIC=VALUE, got {item!r}")
+        marks[match(name.strip(), keys, what=option)] = parse_value(value, option=option, item=item)
+    return marks
+
+
+def pass_marks_for(thresholds: Mapping[str, float], keys: Sequence[str]) -> dict[MetricKey, float]:
+    """``thresholds`` (any name of a metric -> value) by the run's metric keys; an error for a
+    name that is none of them or a value outside [0, 1]."""
+    return parse_pass_marks((f"{k}={v}" for k, v in thresholds.items()), keys, option="thresholds")

@@ -5,7 +5,19 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["ProgressBar", "progress_bar"]
+from contextlens.engine.reach import unreachable
+
+__all__ = ["ProgressBar", "down_text", "progress_bar"]
+
+
+def down_text() -> str:
+    """``; judge ... unreachable since 12:03:41 UTC, retrying (...)`` for each judge that
+    answered before and refuses calls now; empty when none does."""
+    parts = []
+    for reach in unreachable():
+        since = reach.down_since.strftime("%H:%M:%S UTC") if reach.down_since else "?"
+        parts.append(f"; judge {reach.key} unreachable since {since}, retrying ({reach.error})")
+    return "".join(parts)
 
 
 class ProgressBar:
@@ -25,7 +37,7 @@ class ProgressBar:
             TextColumn("[bold]contextlens"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[rate]}", markup=False),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             transient=False,
@@ -46,6 +58,9 @@ class ProgressBar:
         rate = f"{finished / max(elapsed, 1e-9):.1f}/s"
         if latency is not None:
             rate += f", {latency[1]:.1f} s per judge call"
+        down = down_text()
+        if down:
+            rate += down.replace("; ", " ", 1)
         self.bar.update(self.task, advance=count, rate=rate)
 
 

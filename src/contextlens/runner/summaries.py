@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,6 +12,9 @@ from datetime import datetime
 import numpy as np
 
 from contextlens.engine.accounting import Ledger
+from contextlens.files import write_text
+from contextlens.metrics.base import DEFAULT_PASS
+from contextlens.redact import redact
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner.binding import BoundMetric
 from contextlens.runner.config import RunConfig
@@ -18,7 +22,16 @@ from contextlens.runner.folder import RunFolder, new_run_id
 from contextlens.schemas import MetricKey, MetricResult
 from contextlens.stats import BayesianMode, StatisticalMode, repeated_interval
 
-__all__ = ["Tally", "failed_item", "finish_run", "item_of", "merge_repeats", "summary_of"]
+__all__ = [
+    "Tally",
+    "failed_item",
+    "finish_run",
+    "item_of",
+    "merge_repeats",
+    "not_applicable_item",
+    "not_run_item",
+    "summary_of",
+]
 
 
 @dataclass
@@ -28,65 +41,152 @@ class Tally:
     depend on the order in which they completed."""
 
     scores: list[tuple[int, list[float | None]]] = field(default_factory=list)
+    passed: list[tuple[int, bool]] = field(default_factory=list)
     n: int = 0
     failed: int = 0
+    not_applicable: int = 0
+    not_run: int = 0
     seconds: float = 0.0
 
-    def add(self, index: int, scores: list[float | None], failed: bool) -> None:
-        """One item of the case at ``index``: its scores (one per repeat) and whether it
-        failed."""
+    def add(
+        self,
+        index: int,
+        scores: list[float | None],
+        failed: bool,
+        success: bool | None = None,
+        not_applicable: bool = False,
+        not_run: bool = False,
+    ) -> None:
+        """One item of the case at ``index``: its scores (one per repeat), whether it
+        failed, whether it passed, whether the metric does not apply to it, whether the run
+        stopped before it."""
         self.n += 1
+        if not_applicable:
+            self.not_applicable += 1
+            return
+        if not_run:
+            self.not_run += 1
+            return
         self.failed += failed
         self.scores.append((index, scores))
+        if success is not None:
+            self.passed.append((index, success))
 
     def add_item(self, index: int, item: ItemResult) -> None:
-        self.add(index, item.repeats or [item.score], item.failed)
+        self.add(
+            index,
+            item.repeats or [item.score],
+            item.failed,
+            item.success,
+            item.not_applicable is not None,
+            item.not_run is not None,
+        )
 
 
-def item_of(case_id: str, key: MetricKey, judge: str | None, result: MetricResult) -> ItemResult:
-    """A metric's result as the run's item, under the metric's key."""
+def item_of(
+    case_id: str,
+    key: MetricKey,
+    judge: str | None,
+    result: MetricResult,
+    pass_mark: float = DEFAULT_PASS,
+) -> ItemResult:
+    """A metric's result as the run's item, under the metric's key. A score that is not a
+    finite number in [0, 1] fails the item with its reason (whichever metric gave it); a
+    score passes at ``pass_mark`` or more, for every metric alike; what the item says is
+    masked of secrets."""
+    score, error = result.score, result.error
+    if error is None and not _in_unit_interval(score):
+        score, error = None, f"the metric gave the score {score!r}, not a number in [0, 1]"
+    if error is not None:
+        score = None
     return ItemResult(
         case_id=case_id,
         metric=key,
-        score=result.score,
-        reason=result.reason,
-        error=result.error,
-        success=result.success,
+        score=score,
+        reason=_masked(result.reason),
+        error=_masked(error),
+        success=None if score is None else bool(score >= pass_mark),
         judge=judge,
         details=result.details,
     )
 
 
+def not_applicable_item(case_id: str, key: MetricKey, why: str) -> ItemResult:
+    """The item of a metric that does not apply to its case: neither scored nor failed."""
+    return ItemResult(case_id=case_id, metric=key, score=None, not_applicable=why)
+
+
+def not_run_item(case_id: str, key: MetricKey, why: str) -> ItemResult:
+    """The item of a case the run stopped before (its cost cap): neither scored nor failed,
+    and scored by the next run of the same command (the cache keeps what was paid for)."""
+    return ItemResult(case_id=case_id, metric=key, score=None, not_run=why)
+
+
+def _in_unit_interval(score: object) -> bool:
+    return (
+        isinstance(score, (int, float))
+        and not isinstance(score, bool)
+        and math.isfinite(score)
+        and 0.0 <= score <= 1.0
+    )
+
+
+def _masked(text: str | None) -> str | None:
+    return None if text is None else redact(text)
+
+
 def failed_item(case_id: str, key: MetricKey, judge: str | None, exc: BaseException) -> ItemResult:
     """The item of a metric that raised: failed, with the exception as its reason."""
-    item = ItemResult(
-        case_id=case_id, metric=key, score=None, error=f"{type(exc).__name__}: {exc}", judge=judge
-    )
+    error = redact(f"{type(exc).__name__}: {exc}")
+    item = ItemResult(case_id=case_id, metric=key, score=None, error=error, judge=judge)
     item._exception = exc.with_traceback(None)
     return item
 
 
-def merge_repeats(items: list[ItemResult]) -> ItemResult:
+def merge_repeats(items: list[ItemResult], pass_mark: float = DEFAULT_PASS) -> ItemResult:
     """The repeats of one item as one: the mean of the scored repeats and their spread."""
     if len(items) == 1:
         return items[0]
     scores = [i.score for i in items]
     ok = [s for s in scores if s is not None]
     first = next((i for i in items if not i.failed), items[0])
+    mean = float(np.mean(ok)) if ok else None
     return first.model_copy(
         update={
-            "score": float(np.mean(ok)) if ok else None,
+            "score": mean,
             "error": None if ok else items[0].error,
+            "success": None if mean is None else bool(mean >= pass_mark),
             "repeats": scores,
             "spread": float(np.std(ok)) if len(ok) > 1 else None,
         }
     )
 
 
+def _pass_rate(tally: Tally, mode: StatisticalMode, key: str) -> dict[str, float | int | None]:
+    """The share of scored items that passed, with an interval of the same statistical mode
+    as the mean's (each item a 0/1 outcome)."""
+    outcomes = np.array([float(p) for _, p in sorted(tally.passed)], dtype=float)
+    if not len(outcomes):
+        return {"n_passed": 0, "pass_rate": None, "pass_low": None, "pass_high": None}
+    weights = np.full(len(outcomes), 1.0 / len(outcomes))
+    est = mode.estimate(outcomes, weights, key=f"{key}:pass")
+    return {
+        "n_passed": int(outcomes.sum()),
+        "pass_rate": float(outcomes.mean()),
+        "pass_low": est.ci_low,
+        "pass_high": est.ci_high,
+    }
+
+
 def summary_of(
-    key: MetricKey, tally: Tally, mode: StatisticalMode, ledger: Ledger
+    key: MetricKey,
+    tally: Tally,
+    mode: StatisticalMode,
+    ledger: Ledger,
+    pass_mark: float | None = None,
 ) -> MetricSummary:
-    """The summary of one metric: the mean of its scored items and its interval."""
+    """The summary of one metric: the mean of its scored items and its interval, and the
+    share that reached ``pass_mark`` with its interval."""
     ordered = sorted(tally.scores, key=lambda pair: pair[0])
     rows = [s for _, s in ordered if any(v is not None for v in s)]
     accounting = ledger.by_metric().get(key)
@@ -95,8 +195,12 @@ def summary_of(
         "n": tally.n,
         "n_scored": len(rows),
         "n_failed": tally.failed,
+        "n_not_applicable": tally.not_applicable,
+        "n_not_run": tally.not_run,
         "seconds": round(tally.seconds, 3),
         "accounting": accounting.to_dict() if accounting else {},
+        "threshold": pass_mark,
+        **_pass_rate(tally, mode, key),
     }
     if not rows:
         return MetricSummary(mean=None, **base)
@@ -146,14 +250,16 @@ def finish_run(
     folder: RunFolder | None,
     kept: list[tuple[int, ItemResult]],
     complete: bool,
+    stopped: str | None = None,
 ) -> EvalRun:
     """The :class:`EvalRun` of a finished run: summaries from the tallies, the ledger's
-    accounting, the kept items in case order, the configuration; with a folder,
-    ``summary.json`` is written and (``complete``) the folder recorded as the newest."""
+    accounting, the kept items in case order, the configuration, why it ``stopped`` before
+    all its cases (its cost cap); with a folder, ``summary.json`` is written and
+    (``complete``) the folder recorded as the newest."""
     mode = config.statistical_mode or BayesianMode()
     judges = [b.judge_name for b in bound if b.judge_name is not None]
     summaries = {
-        b.key: summary_of(b.key, tallies[b.key], mode, ledger).model_copy(
+        b.key: summary_of(b.key, tallies[b.key], mode, ledger, b.pass_mark).model_copy(
             update={"judge": b.judge_name}
         )
         for b in bound
@@ -169,13 +275,12 @@ def finish_run(
         accounting=ledger.to_dict(),
         config=config.describe(),
         out_dir=str(folder.path) if folder is not None else None,
+        stopped=stopped,
         results=[item for _, item in sorted(kept, key=lambda pair: pair[0])],
     )
     if folder is not None:
-        (folder.path / "summary.json").write_text(
-            json.dumps(run.model_dump(mode="json", exclude={"results"}), indent=2),
-            encoding="utf-8",
-        )
+        summary = json.dumps(run.model_dump(mode="json", exclude={"results"}), indent=2)
+        write_text(folder.path / "summary.json", summary)
         if complete:
             folder.complete()
     return run

@@ -20,6 +20,7 @@ __all__ = [
     "FAILED",
     "INTERRUPTED",
     "RUNNING",
+    "RUNNING_OR_LOST",
     "RunInfo",
     "RunProcess",
     "StoreError",
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 RUNNING, COMPLETED, FAILED, INTERRUPTED = "running", "completed", "failed", "interrupted"
+RUNNING_OR_LOST = "running or lost"
+"""A run recorded ``running`` by another host, whose process cannot be checked from here."""
 """A run's status. ``interrupted``: recorded ``running``, but its process is gone (on this
 host), or stopped by the user (Ctrl-C)."""
 
@@ -151,8 +154,17 @@ def _alive(pid: int) -> bool:
     return state not in (["Z"], ["X"])
 
 
-def run_status(status: str, pid: int | None, host: str | None) -> str:
-    """The status as recorded, but ``interrupted`` for a running run whose process is gone."""
-    if status == RUNNING and pid is not None and host == socket.gethostname() and not _alive(pid):
+def run_status(status: str, pid: int | None, host: str | None, out_dir: str | None = None) -> str:
+    """The status as recorded, read against what can be seen now: a ``running`` run whose
+    folder holds its ``summary.json`` completed (the store could not be told); one whose
+    process is gone from this host is ``interrupted``; one started on another host (a
+    container, another machine) cannot be checked from here: ``running or lost``."""
+    if status != RUNNING:
+        return status
+    if out_dir is not None and (Path(out_dir) / "summary.json").is_file():
+        return COMPLETED
+    if host is not None and host != socket.gethostname():
+        return RUNNING_OR_LOST
+    if pid is not None and not _alive(pid):
         return INTERRUPTED
     return status

@@ -41,6 +41,7 @@ import platformdirs
 
 from contextlens.engine.sqlite import Closing, SQLiteFile, file_path
 from contextlens.errors import InputError
+from contextlens.redact import redact
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.store.records import (
     COMPLETED,
@@ -54,7 +55,17 @@ from contextlens.store.records import (
     run_status,
 )
 
-__all__ = ["SCHEMA_VERSION", "RunStore", "default_store_path", "library_versions"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "STORE_BUSY_TIMEOUT",
+    "RunStore",
+    "default_store_path",
+    "library_versions",
+]
+
+#: Seconds the run store waits for another process's lock (a backup, an open ``sqlite3``
+#: shell) before it says so; the command then goes on with the run unrecorded.
+STORE_BUSY_TIMEOUT = 10.0
 
 SCHEMA_VERSION = 2
 """Stored in ``PRAGMA user_version``. A file with a newer version is refused; run history
@@ -206,6 +217,7 @@ class RunStore(Closing):
             schema=_SCHEMA,
             version=SCHEMA_VERSION,
             newer_hint="upgrade contextlens",
+            busy_timeout=STORE_BUSY_TIMEOUT,
         )
 
     def close(self) -> None:
@@ -270,7 +282,7 @@ class RunStore(Closing):
             conn.execute(
                 "UPDATE runs SET status = ?, error = ?, recorded_at = ?, "
                 "duration_s = MAX(? - started_ts, 0) WHERE run_id = ?",
-                (INTERRUPTED if interrupted else FAILED, error, now, now, run_id),
+                (INTERRUPTED if interrupted else FAILED, redact(error), now, now, run_id),
             )
 
     def record(
@@ -424,7 +436,7 @@ class RunStore(Closing):
                     n_items=n_items,
                     n_failed=n_failed,
                     means={k: v.get("mean") for k, v in json.loads(summaries).items()},
-                    status=run_status(status, pid, host),
+                    status=run_status(status, pid, host, out_dir),
                     error=error,
                     command=command,
                     cwd=cwd,
@@ -506,7 +518,7 @@ class RunStore(Closing):
             recorded_at=datetime.fromtimestamp(recorded, timezone.utc).isoformat(
                 timespec="seconds"
             ),
-            status=run_status(status, pid, host),
+            status=run_status(status, pid, host, out_dir),
             error=error,
             command=command,
             cwd=cwd,
@@ -532,7 +544,7 @@ def _replace_run(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
     conn.execute("DELETE FROM runs WHERE run_id = ?", (row[0],))
     conn.execute(
         f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({', '.join('?' * len(row))})",
-        row,
+        tuple(redact(v) if isinstance(v, str) else v for v in row),  # no secret is stored
     )
 
 
@@ -543,8 +555,8 @@ def _item_row(run_id: str, seq: int, item: ItemResult) -> tuple[Any, ...]:
         item.case_id,
         item.metric,
         None if item.error is not None else _score_column(item.score),
-        item.error,
-        item.model_dump_json(),
+        None if item.error is None else redact(item.error),
+        redact(item.model_dump_json()),
     )
 
 

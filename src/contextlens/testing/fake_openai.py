@@ -23,8 +23,9 @@ Faults apply to chat calls only. For each chat call the fault is, in this order:
 Independently of faults, when more than ``max_in_flight`` requests (chat or embeddings)
 are in flight, the extra ones get 429 at once, with the ``Retry-After`` header.
 
-Tokens are estimated as ``ceil(len(text) / 4)`` characters per text (per message content
-for the prompt, the content for the completion, per input for embeddings).
+Tokens are estimated as ``ceil(len(text) / 4)`` characters per text (per message content,
+and the ``response_format`` schema as compact JSON, for the prompt, as providers count it;
+the content for the completion; per input for embeddings).
 """
 
 from __future__ import annotations
@@ -59,6 +60,15 @@ _HISTORY = 10_000
 def estimate_tokens(text: str) -> int:
     """Rough token count: one token per four characters, rounded up."""
     return math.ceil(len(text) / 4)
+
+
+def _schema_text(response_format: Any) -> str:
+    """The reply schema a request carries, as compact JSON: providers count it as prompt."""
+    if not isinstance(response_format, dict):
+        return ""
+    inner = response_format.get("json_schema")
+    schema = inner.get("schema") if isinstance(inner, dict) else response_format.get("schema")
+    return json.dumps(schema, separators=(",", ":")) if schema else ""
 
 
 def _content_text(content: Any) -> str:
@@ -488,6 +498,7 @@ class FakeOpenAIServer:
             for m in messages
             if isinstance(m, dict)
         )
+        prompt += estimate_tokens(_schema_text(request.get("response_format")))
         completion = estimate_tokens(content)
         with self._lock:
             self.prompt_tokens += prompt

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence, Sized
@@ -18,7 +19,7 @@ import ray
 
 from contextlens.engine.cache import NullCache, open_cache
 from contextlens.engine.limiter import DEFAULT_LIMIT
-from contextlens.errors import InputError
+from contextlens.errors import ContextLensError, InputError
 from contextlens.metrics.base import Metric
 from contextlens.metrics.registry import key_of
 from contextlens.results import EvalRun
@@ -35,7 +36,10 @@ from contextlens.scale.ray.driver import BATCHES_PER_WORKER, SHARDS, Driver
 from contextlens.scale.ray.permits import HandedLimits, Permits
 from contextlens.scale.ray.worker import Plan, Worker
 
-__all__ = ["RayExecutor", "evaluate_dataset"]
+__all__ = ["ClusterUnreachable", "RayExecutor", "evaluate_dataset"]
+
+#: Seconds to wait for a TCP answer from a ``HOST:PORT`` cluster address before Ray is asked.
+PROBE_TIMEOUT = 3.0
 
 
 class RayExecutor:
@@ -89,7 +93,10 @@ class RayExecutor:
 
     def run(self, cases: Iterable[Any], metrics: Sequence[Any], config: RunConfig) -> EvalRun:
         """Evaluate ``cases`` (an iterable, or a ``ray.data.Dataset``) on the cluster with the
-        run's ``config``, as :func:`contextlens.evaluate` would here."""
+        run's ``config``, as :func:`contextlens.evaluate` would here (a cost cap excepted:
+        it bounds a run on one machine)."""
+        if config.max_cost is not None:
+            raise ValueError("max_cost caps a run on this machine; run it without Ray")
         cores = checked_metrics(metrics)
         handed = HandedLimits(config.max_concurrency)
         bound = bind_metrics(
@@ -99,6 +106,7 @@ class RayExecutor:
             cache=NullCache(),
             limits=handed,
             retry=config.retry,
+            thresholds=config.thresholds,
         )
         checks = CaseChecks(bound)
         judged = [b for b in bound if b.services.judge is not None]
@@ -138,6 +146,7 @@ class RayExecutor:
             embedder=embedder,
             cache=cache_arg(config.cache),
             retry=config.retry,
+            thresholds=dict(config.thresholds),
             repeats=config.repeats,
             shards=str(folder.path / SHARDS) if folder is not None else None,
             permits=permits,
@@ -176,6 +185,11 @@ class RayExecutor:
             complete=not isinstance(config.out, RunFolder),
         )
 
+    def preflight(self) -> None:
+        """Connect to the cluster now, so a cluster that is not there is said before any
+        work (:class:`ClusterUnreachable`)."""
+        connect(self.address)
+
     def _folder(self, out: Any) -> tuple[RunFolder | None, bool]:
         """The run's folder, and whether it continues a run (``resume``)."""
         if self.resume is None:
@@ -207,15 +221,43 @@ class RayExecutor:
         return [actor.remote(plan, self.cpus_per_worker) for _ in range(count)]
 
 
+class ClusterUnreachable(ContextLensError):
+    """The Ray cluster an address names is not there."""
+
+
 def connect(address: str | None) -> None:
-    """Connect to the cluster (or start a local one) unless this process is connected."""
-    if not ray.is_initialized():
+    """Connect to the cluster (or start a local one) unless this process is connected;
+    :class:`ClusterUnreachable` when the address names no running cluster."""
+    if ray.is_initialized():
+        return
+    hint = "start one with `ray start --head`, or use --ray local to start one here"
+    _probe(address, hint)
+    try:
         ray.init(
             address=address,
             include_dashboard=False,
             log_to_driver=False,
             logging_level=logging.WARNING,
         )
+    except (ConnectionError, TimeoutError) as exc:
+        raise ClusterUnreachable(
+            f"no Ray cluster at {address or 'this machine'} ({exc}); {hint}"
+        ) from None
+
+
+def _probe(address: str | None, hint: str) -> None:
+    """For a ``HOST:PORT`` address, :class:`ClusterUnreachable` at once when nothing listens
+    there (Ray itself waits a minute for a head that is not coming)."""
+    if not address or address in ("auto", "local") or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ClusterUnreachable(f"no Ray cluster at {address} ({reason}); {hint}") from None
 
 
 def is_dataset(obj: Any) -> bool:

@@ -34,6 +34,7 @@ class Plan:
     embedder: Any
     cache: Any
     retry: Any
+    thresholds: dict[str, float]
     repeats: int
     shards: str | None
     permits: dict[str, tuple[str, int, str | None]]  # backend key -> (actor name, limit, origin)
@@ -47,7 +48,7 @@ class Payload:
     metric; the accounting entries."""
 
     shard: str | None
-    rows: list[tuple[int, str, list[float | None], bool]]
+    rows: list[tuple[int, str, list[float | None], bool, bool | None, bool]]
     lines: list[tuple[int, str]]
     seconds: dict[str, float]
     entries: list[dict[str, Any]]
@@ -111,6 +112,7 @@ class Worker:
             cache=self.store,
             retry=self.plan.retry,
             repeats=self.plan.repeats,
+            thresholds=self.plan.thresholds,
             out=folder,
             statistical_mode=FrequentistMode(),
             progress=False,
@@ -145,7 +147,9 @@ def payload_of(
     lines = []
     for item in items:
         at = index[item.case_id]
-        rows.append((at, item.metric, item.repeats or [item.score], item.failed))
+        scores = item.repeats or [item.score]
+        na = item.not_applicable is not None
+        rows.append((at, item.metric, scores, item.failed, item.success, na))
         lines.append((at, item.model_dump_json()))
     return Payload(
         shard=shard,
