@@ -6,8 +6,9 @@ OpenAI-compatible server (:class:`contextlens.testing.fake_openai.FakeOpenAIServ
 per call), one fresh server per library in this process, and the library itself in a
 subprocess (a small driver per library in ``benchmarks/peers/``):
 
-* contextlens: ``ContextualRelevancyMetric`` through ``contextlens.evaluate`` (judge spec
-  ``"{base_url}#gpt-4o-mini"``, cache off, max_concurrency 64), with this venv's python;
+* contextlens: ``ContextualRelevancyMetric`` and context precision through
+  ``contextlens.evaluate`` (judge spec ``"{base_url}#gpt-4o-mini"``, cache off,
+  max_concurrency 64), with this venv's python;
 * DeepEval: ``ContextualRelevancyMetric`` through ``deepeval.evaluate`` with
   ``AsyncConfig(max_concurrent=64)`` and ``GPTModel(base_url=...)``;
 * Ragas: context precision (``LLMContextPrecisionWithReference``) through ``ragas.evaluate``
@@ -23,13 +24,16 @@ The peers are not dependencies of contextlens; they live in ``benchmarks/.peers-
 
 Each server answers with a valid reply for its library's prompts (DeepEval: one verdict per
 statement of the chunk, then a reason; Ragas: a verdict per chunk; Opik: a score and a
-reason; contextlens: in one reply, every statement of every chunk with its verdict, in the
-JSON schema its prompt states). A sentence is relevant when it names the case's product
-code, so verdicts differ from chunk to chunk, and DeepEval and contextlens, given the same
-verdicts, must report the same mean score (a check that both replies were understood).
+reason; contextlens relevancy: in one reply, a verdict per numbered statement of all the
+chunks, a reason of a few words for each "no" and one overall reason; contextlens precision:
+a score and a reason). A sentence is relevant when it names the case's product code, so
+verdicts differ from chunk to chunk, and DeepEval and contextlens, given the same verdicts,
+must report the same mean score (a check that both replies were understood).
 
 Measured per library: judge calls, prompt and completion tokens (all estimated by the server
-as ceil(chars / 4) per message, never library-side counts), wall time and client CPU time
+as ceil(chars / 4) per message and per response-format schema, which providers count as
+prompt; never library-side counts), the cost per case at gpt-4o-mini's prices ($0.15 per
+million prompt tokens, $0.60 per million completion tokens), wall time and client CPU time
 (user+sys of the driver process over the evaluation call alone; the CPU of the whole
 subprocess, imports included, is reported too), and the mean number of calls in flight
 (server busy time / wall).
@@ -64,6 +68,9 @@ MODEL = "gpt-4o-mini"
 # Targets for contextlens (vs DeepEval on the same workload).
 TARGET_CALLS_PER_CASE = 1.0
 TARGET_PROMPT_TOKEN_RATIO = 1 / 3
+TARGET_COMPLETION_TOKEN_RATIO = 1 / 5
+TARGET_COST_RATIO = 0.25
+PRICE_PER_MILLION = (0.15, 0.60)  # gpt-4o-mini: prompt, completion (USD)
 TARGET_WALL_SPEEDUP = 10.0
 TARGET_CPU_MS_PER_CALL = 2.0
 
@@ -316,41 +323,37 @@ def opik_reply(body: dict[str, Any]) -> str:
     return json.dumps({"context_precision_score": 0.8, "reason": REASON})
 
 
-def contextlens_reply(body: dict[str, Any]) -> str:
-    """ContextualRelevancyMetric: every statement of every numbered chunk with its chunk,
-    a short reason and a verdict, plus the overall reason, fenced as the prompt asks.
+OFF_TOPIC = "about something else, not the product"
+_STATEMENT = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
 
-    The statements are the chunk's sentences, as in :func:`deepeval_reply` (the prompt
-    asks for shorter ones; full sentences keep the completion comparison conservative).
-    Any other contextlens prompt gets an example object of the schema it states.
-    """
+
+def contextlens_reply(body: dict[str, Any]) -> str:
+    """ContextualRelevancyMetric: a verdict per numbered statement of all the chunks, a
+    reason of a few words for each "no", and the overall reason. Any other contextlens
+    prompt gets an example object of the schema it sends (or states)."""
     schema = _response_schema(body) or _prompt_schema(body)
     if schema is None:
         return generic_reply(body)
     users = "\n".join(text for role, text in _messages(body) if role == "user")
-    chunks = re.findall(r"<chunk>\n(.*?)\n</chunk>", users, flags=re.DOTALL)
     properties = schema.get("properties") or {}
-    if "statements" in properties and chunks:
-        statements = []
-        for number, chunk in enumerate(chunks, 1):
-            for sentence in _sentences(chunk):
-                relevant = CODE.search(sentence) is not None
-                statements.append(
-                    {
-                        "chunk": number,
-                        "statement": sentence,
-                        "reason": "names the product the input asks about"
-                        if relevant
-                        else "about something else, not the product",
-                        "verdict": "yes" if relevant else "no",
-                    }
+    if "verdicts" in properties and _STATEMENT.search(users):
+        verdicts: list[str] = []
+        irrelevant: list[dict[str, Any]] = []
+        for chunk in re.findall(r"<chunk>\n(.*?)\n</chunk>", users, flags=re.DOTALL):
+            off = []  # a chunk's "no"s, off-topic for the same reason: one entry
+            for number, text in _STATEMENT.findall(chunk):
+                verdicts.append("yes" if CODE.search(text) else "no")
+                if verdicts[-1] == "no":
+                    off.append(int(number))
+            if off:
+                irrelevant.append(
+                    {"statements": off, "reason": "about something else, not the product"}
                 )
-        obj: dict[str, Any] = {"statements": statements}
+        obj: dict[str, Any] = {"verdicts": verdicts, "irrelevant": irrelevant}
         if "reason" in properties:
             obj["reason"] = REASON
     else:
-        count = len(re.findall(r"<(?:context|chunk)>", users)) or 1
-        obj = example_from_schema(schema, schema.get("$defs", {}), items=count)
+        obj = example_from_schema(schema, schema.get("$defs", {}))
     text = json.dumps(obj)
     return text if _response_schema(body) else f"```json\n{text}\n```"
 
@@ -392,11 +395,23 @@ class TimedFakeServer(FakeOpenAIServer):
 
 # -- running one library ---------------------------------------------------------------
 
-PEERS: dict[str, tuple[Path, Callable[[dict[str, Any]], str]]] = {
-    "contextlens": (Path(sys.executable), contextlens_reply),
-    "deepeval": (PEERS_PYTHON, deepeval_reply),
-    "ragas": (PEERS_PYTHON, ragas_reply),
-    "opik": (PEERS_PYTHON, opik_reply),
+PEERS: dict[str, tuple[Path, Callable[[dict[str, Any]], str], str, list[str]]] = {
+    # name: (python, the fake judge's replies, driver, driver arguments)
+    "contextlens": (Path(sys.executable), contextlens_reply, "contextlens", []),
+    "contextlens-precision": (
+        Path(sys.executable),
+        contextlens_reply,
+        "contextlens",
+        ["--metric", "context-precision"],
+    ),
+    "deepeval": (PEERS_PYTHON, deepeval_reply, "deepeval", []),
+    "ragas": (PEERS_PYTHON, ragas_reply, "ragas", []),
+    "opik": (PEERS_PYTHON, opik_reply, "opik", []),
+}
+#: Each contextlens metric and its nearest peers: the same measure in another library.
+NEAREST = {
+    "contextlens": ("contextual relevancy", ["deepeval"]),
+    "contextlens-precision": ("context precision", ["opik", "ragas"]),
 }
 
 
@@ -408,7 +423,7 @@ def _children_cpu() -> float:
 def run_library(
     name: str, cases_file: Path, n: int, concurrency: int, workdir: Path, timeout: float
 ) -> dict[str, Any]:
-    python, reply = PEERS[name]
+    python, reply, driver, driver_args = PEERS[name]
     if not python.exists():
         raise SystemExit(
             f"{python} is missing: python3 -m venv benchmarks/.peers-venv && "
@@ -435,7 +450,7 @@ def run_library(
         }
         command = [
             str(python),
-            str(PEERS_DIR / f"drive_{name}.py"),
+            str(PEERS_DIR / f"drive_{driver}.py"),
             "--base-url",
             server.base_url,
             "--cases",
@@ -448,6 +463,7 @@ def run_library(
             MODEL,
             "--out",
             str(out),
+            *driver_args,
         ]
         cpu0, w0 = _children_cpu(), time.perf_counter()
         proc = subprocess.run(
@@ -459,6 +475,7 @@ def run_library(
             raise SystemExit(f"{name}: the driver failed (exit {proc.returncode})")
         result = json.loads(out.read_text(encoding="utf-8"))
         result.update(
+            library=name,
             calls=server.calls,
             prompt_tokens=server.prompt_tokens,
             completion_tokens=server.completion_tokens,
@@ -477,6 +494,11 @@ def run_library(
 # -- the report ------------------------------------------------------------------------
 
 
+def cost(prompt_tokens: float, completion_tokens: float) -> float:
+    """USD at gpt-4o-mini's prices."""
+    return (prompt_tokens * PRICE_PER_MILLION[0] + completion_tokens * PRICE_PER_MILLION[1]) / 1e6
+
+
 def _derived(r: dict[str, Any]) -> dict[str, float]:
     n = max(r["n"], 1)
     calls = max(r["calls"], 1)
@@ -484,6 +506,7 @@ def _derived(r: dict[str, Any]) -> dict[str, float]:
         "calls_per_case": r["calls"] / n,
         "prompt_per_case": r["prompt_tokens"] / n,
         "completion_per_case": r["completion_tokens"] / n,
+        "cost_per_case": cost(r["prompt_tokens"], r["completion_tokens"]) / n,
         "cpu_ms_per_call": 1000 * r["cpu_s"] / calls,
         "mean_in_flight": r["busy_s"] / r["wall_s"] if r["wall_s"] > 0 else math.nan,
     }
@@ -491,11 +514,11 @@ def _derived(r: dict[str, Any]) -> dict[str, float]:
 
 def table(results: list[dict[str, Any]], full_n: int) -> str:
     head = (
-        "| library | cases | calls/case | prompt tok/case | completion tok/case | wall s "
-        "| client CPU s | CPU ms/call | mean in flight | peak in flight | failed | mean score "
-        "| process CPU s (with imports) |"
+        "| library | cases | calls/case | prompt tok/case | completion tok/case | USD/case "
+        "| wall s | client CPU s | CPU ms/call | mean in flight | peak in flight | failed "
+        "| mean score | process CPU s (with imports) |"
     )
-    lines = [head, "|" + "---|" * 13]
+    lines = [head, "|" + "---|" * 14]
     for r in results:
         d = _derived(r)
         cases = f"{r['n']}" + (" (subset)" if r["n"] < full_n else "")
@@ -503,7 +526,8 @@ def table(results: list[dict[str, Any]], full_n: int) -> str:
         lines.append(
             f"| {r['library']} {r['version']} | {cases} | {d['calls_per_case']:.2f} "
             f"| {d['prompt_per_case']:,.0f} | {d['completion_per_case']:,.0f} "
-            f"| {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {d['cpu_ms_per_call']:.2f} "
+            f"| {d['cost_per_case']:.5f} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} "
+            f"| {d['cpu_ms_per_call']:.2f} "
             f"| {d['mean_in_flight']:.1f} | {r['peak_in_flight']} | {r['n_failed']} "
             f"| {score} | {r['process_cpu_s']:.1f} |"
         )
@@ -518,6 +542,8 @@ def ratios(results: list[dict[str, Any]]) -> str:
     dc, dd = _derived(cl), _derived(de)
     wall_cl, wall_de = cl["wall_s"] / max(cl["n"], 1), de["wall_s"] / max(de["n"], 1)
     prompt_ratio = dc["prompt_per_case"] / dd["prompt_per_case"]
+    completion_ratio = dc["completion_per_case"] / dd["completion_per_case"]
+    cost_ratio = dc["cost_per_case"] / dd["cost_per_case"]
     speedup = wall_de / wall_cl
     checks = [
         (
@@ -530,6 +556,17 @@ def ratios(results: list[dict[str, Any]]) -> str:
             "prompt tokens per case",
             f"{dc['prompt_per_case']:,.0f} vs {dd['prompt_per_case']:,.0f} (x{prompt_ratio:.2f})",
             f"<= 1/3: {'met' if prompt_ratio <= TARGET_PROMPT_TOKEN_RATIO else 'NOT met'}",
+        ),
+        (
+            "completion tokens per case",
+            f"{dc['completion_per_case']:,.0f} vs {dd['completion_per_case']:,.0f} "
+            f"(x{completion_ratio:.2f})",
+            f"<= 1/5: {'met' if completion_ratio <= TARGET_COMPLETION_TOKEN_RATIO else 'NOT met'}",
+        ),
+        (
+            "cost per case (gpt-4o-mini prices)",
+            f"${dc['cost_per_case']:.5f} vs ${dd['cost_per_case']:.5f} (x{cost_ratio:.2f})",
+            f"<= 0.25x: {'met' if cost_ratio <= TARGET_COST_RATIO else 'NOT met'}",
         ),
         (
             "wall time per case",
@@ -548,6 +585,31 @@ def ratios(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def nearest(results: list[dict[str, Any]]) -> str:
+    """Each contextlens metric's cost per case beside its nearest peers' on the same cases."""
+    by = {r["library"]: r for r in results}
+    lines = [
+        "| measure | library | calls/case | prompt tok/case | completion tok/case | USD/case "
+        "| x contextlens |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, (measure, peers) in NEAREST.items():
+        if name not in by:
+            continue
+        own = _derived(by[name])["cost_per_case"]
+        for library in [name, *peers]:
+            if library not in by:
+                continue
+            r, d = by[library], _derived(by[library])
+            lines.append(
+                f"| {measure} | {r['library'].split('-')[0]} {r['version']} "
+                f"| {d['calls_per_case']:.2f} | {d['prompt_per_case']:,.0f} "
+                f"| {d['completion_per_case']:,.0f} | {d['cost_per_case']:.5f} "
+                f"| {d['cost_per_case'] / own:.2f} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=200)
@@ -559,7 +621,9 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument(
-        "--libraries", default="contextlens,deepeval,ragas,opik", help="comma-separated"
+        "--libraries",
+        default="contextlens,contextlens-precision,deepeval,ragas,opik",
+        help="comma-separated",
     )
     parser.add_argument("--timeout", type=float, default=400.0, help="per library, seconds")
     parser.add_argument("--json", type=Path, help="also write every measurement here")
@@ -601,6 +665,8 @@ def main() -> None:
     print(table(results, args.cases))
     print()
     print(ratios(results))
+    print()
+    print(nearest(results))
     print()
     for r in results:
         print(f"- {r['library']}: {r['method']}")

@@ -16,8 +16,12 @@ from contextlib import contextmanager
 from typing import Any
 
 
-def parse_args(description: str) -> argparse.Namespace:
+def parse_args(description: str, metrics: list[str] | None = None) -> argparse.Namespace:
+    """The driver's arguments; ``metrics``: the metrics it can run (``--metric``, the first
+    by default)."""
     parser = argparse.ArgumentParser(description=description)
+    if metrics:
+        parser.add_argument("--metric", choices=metrics, default=metrics[0])
     parser.add_argument("--base-url", required=True, help="the fake server, http://HOST:PORT/v1")
     parser.add_argument("--cases", required=True, help="the workload JSON written by bench_peers")
     parser.add_argument("--n", type=int, default=0, help="use the first N cases (0: all)")

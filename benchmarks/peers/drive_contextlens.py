@@ -1,8 +1,10 @@
-"""contextlens' ContextualRelevancyMetric over the workload, through ``contextlens.evaluate``.
+"""A contextlens metric over the workload, through ``contextlens.evaluate``: contextual
+relevancy (``ContextualRelevancyMetric``, the default) or context precision
+(``--metric context-precision``, the metric behind Opik's ``ContextPrecision`` surface).
 
-Run by bench_peers.py with the project's venv (/work/main/.venv/bin/python). The judge is
-the spec string ``"{base_url}#MODEL"`` (contextlens' OpenAI-compatible backend), the cache
-is off, at most N judge calls are in flight.
+Run by bench_peers.py with the project's venv. The judge is the spec string
+``"{base_url}#MODEL"`` (contextlens' OpenAI-compatible backend), the cache is off, at most N
+judge calls are in flight.
 """
 
 from __future__ import annotations
@@ -14,9 +16,14 @@ from contextlens import ContextualRelevancyMetric
 from contextlens.runner import evaluate
 from contextlens.schemas import ModelTestCase
 
+METRICS = {
+    "contextual-relevancy": lambda: ContextualRelevancyMetric(threshold=0.5),
+    "context-precision": lambda: "context-precision",
+}
+
 
 def main() -> None:
-    args = parse_args(__doc__ or "")
+    args = parse_args(__doc__ or "", metrics=list(METRICS))
     raw = load_cases(args)
     cases = [
         ModelTestCase(
@@ -28,7 +35,7 @@ def main() -> None:
         )
         for i, c in enumerate(raw)
     ]
-    metric = ContextualRelevancyMetric(threshold=0.5)
+    metric = METRICS[args.metric]()
     with timed() as timer:
         run = evaluate(
             cases,
@@ -45,7 +52,7 @@ def main() -> None:
         args,
         library="contextlens",
         version=contextlens.__version__,
-        method="ContextualRelevancyMetric, contextlens.evaluate(judge='URL#MODEL', "
+        method=f"{args.metric}, contextlens.evaluate(judge='URL#MODEL', "
         f"max_concurrency={args.concurrency}, cache=False)",
         timer=timer,
         scores=scores,
