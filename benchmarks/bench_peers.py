@@ -1,4 +1,4 @@
-"""contextlens against DeepEval, Ragas and Opik: the same cases, the same fake judge.
+"""contextlens against DeepEval, Ragas, Opik and gaussia: the same cases, the same fake judge.
 
 Every library evaluates the same generated RAG cases (a question, an actual output, an
 expected output and five retrieved chunks of ~60 words) against the SAME kind of fake
@@ -14,25 +14,34 @@ subprocess (a small driver per library in ``benchmarks/peers/``):
 * Ragas: context precision (``LLMContextPrecisionWithReference``) through ``ragas.evaluate``
   with ``RunConfig(max_workers=64)`` and LangChain's ``ChatOpenAI(base_url=...)``;
 * Opik: ``ContextPrecision`` (``track=False``) with ``LiteLLMChatModel("openai/...",
-  api_base=...)``, ``ascore`` under ``asyncio.gather`` (64 at a time).
+  api_base=...)``, ``ascore`` under ``asyncio.gather`` (64 at a time);
+* context awareness, on the same cases as sessions (``peers/sessions.py``: 4 consecutive
+  cases to a session, the first case's chunks its system context, each case an
+  interaction): contextlens' ``context`` metric through ``contextlens.evaluate`` (as above),
+  and gaussia's ``Context.run`` with a ``Retriever`` and LangChain's ``ChatOpenAI(base_url=...)``
+  (one interaction at a time: gaussia has no concurrency setting).
 
 The peers are not dependencies of contextlens; they live in ``benchmarks/.peers-venv``::
 
     python3 -m venv benchmarks/.peers-venv
     benchmarks/.peers-venv/bin/pip install -r benchmarks/peers-requirements.txt
-    .venv/bin/python benchmarks/bench_peers.py            # ~2.5 minutes on 2 cores
+    .venv/bin/python benchmarks/bench_peers.py            # ~3.5 minutes on 2 cores
 
 Each server answers with a valid reply for its library's prompts (DeepEval: one verdict per
 statement of the chunk, then a reason; Ragas: a verdict per chunk; Opik: a score and a
 reason; contextlens relevancy: in one reply, a verdict per numbered statement of all the
-chunks, a reason of a few words for each "no" and one overall reason; contextlens precision:
-a score and a reason). A sentence is relevant when it names the case's product code, so
+chunks, a reason of a few words for each chunk's "no"s and one overall reason; contextlens
+precision and context: a score and a reason; gaussia: a sentence of reasoning, then a score and an
+insight in a json block). A sentence is relevant when it names the case's product code, so
 verdicts differ from chunk to chunk, and DeepEval and contextlens, given the same verdicts,
-must report the same mean score (a check that both replies were understood).
+must report the same mean score (a check that both replies were understood); so must
+contextlens' context metric and gaussia, whose judge scores an interaction 1.0 when the reply
+names a product its session's context names (the session's first) and 0.2 otherwise.
 
 Measured per library: judge calls, prompt and completion tokens (all estimated by the server
 as ceil(chars / 4) per message and per response-format schema, which providers count as
-prompt; never library-side counts), the cost per case at gpt-4o-mini's prices ($0.15 per
+prompt; never library-side counts), per case (for the session metrics too: per
+interaction), the cost per case at gpt-4o-mini's prices ($0.15 per
 million prompt tokens, $0.60 per million completion tokens), wall time and client CPU time
 (user+sys of the driver process over the evaluation call alone; the CPU of the whole
 subprocess, imports included, is reported too), and the mean number of calls in flight
@@ -57,6 +66,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from peers.sessions import make_sessions
+
 from contextlens.testing.fake_openai import FakeOpenAIServer
 
 HERE = Path(__file__).resolve().parent
@@ -64,6 +75,7 @@ PEERS_DIR = HERE / "peers"
 PEERS_PYTHON = HERE / ".peers-venv" / "bin" / "python"
 LATENCY_S = 0.2
 MODEL = "gpt-4o-mini"
+CASES_PER_SESSION = 4
 
 # Targets for contextlens (vs DeepEval on the same workload).
 TARGET_CALLS_PER_CASE = 1.0
@@ -327,6 +339,51 @@ OFF_TOPIC = "about something else, not the product"
 _STATEMENT = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
 
 
+#: The context-awareness verdicts: a reply that names a product its context names follows
+#: the context (a session's first interaction), any other is off it.
+CONTEXT_VERDICTS = {
+    True: (
+        1.0,
+        "The reply stays with the product the system context describes and claims nothing "
+        "that the context does not support.",
+    ),
+    False: (
+        0.2,
+        "The reply is about a product the system context never mentions, so it does not "
+        "follow the context it was given.",
+    ),
+}
+
+
+def _context_verdict(context: str, reply: str) -> tuple[float, str]:
+    return CONTEXT_VERDICTS[bool(set(CODE.findall(context)) & set(CODE.findall(reply)))]
+
+
+def gaussia_reply(body: dict[str, Any]) -> str:
+    """Context: a sentence of reasoning, then the JSON its prompt states (score, insight)
+    in a json block; under a response format, the JSON alone."""
+    system = "\n".join(text for role, text in _messages(body) if role == "system")
+    context = _between(system, "\nContext:\n", "\n\nGround Truth Assistant:")
+    score, insight = _context_verdict(context, _between(system, "\nAssistant:\n", "\n\n"))
+    obj = {"score": score, "insight": insight}
+    if _response_schema(body) is not None:
+        return json.dumps(obj)
+    return (
+        "I compared the assistant answer with the products, topics and limits the context "
+        f"sets out.\n\n```json\n{json.dumps(obj, indent=2)}\n```"
+    )
+
+
+def contextlens_context_reply(body: dict[str, Any]) -> str:
+    """The context metric: a reason of a sentence and a score on the prompt's grid."""
+    users = "\n".join(text for role, text in _messages(body) if role == "user")
+    context = _between(users, "<context>\n", "\n</context>")
+    reply = _between(users, "<assistant_reply>\n", "\n</assistant_reply>")
+    score, reason = _context_verdict(context, reply)
+    text = json.dumps({"reason": reason, "score": score})
+    return text if _response_schema(body) is not None else f"```json\n{text}\n```"
+
+
 def contextlens_reply(body: dict[str, Any]) -> str:
     """ContextualRelevancyMetric: a verdict per numbered statement of all the chunks, a
     reason of a few words for each "no", and the overall reason. Any other contextlens
@@ -407,11 +464,21 @@ PEERS: dict[str, tuple[Path, Callable[[dict[str, Any]], str], str, list[str]]] =
     "deepeval": (PEERS_PYTHON, deepeval_reply, "deepeval", []),
     "ragas": (PEERS_PYTHON, ragas_reply, "ragas", []),
     "opik": (PEERS_PYTHON, opik_reply, "opik", []),
+    "contextlens-context": (
+        Path(sys.executable),
+        contextlens_context_reply,
+        "contextlens_context",
+        [],
+    ),
+    "gaussia": (PEERS_PYTHON, gaussia_reply, "gaussia", []),
 }
+#: The peers that evaluate sessions (``make_sessions`` of the cases), not cases.
+SESSION_PEERS = {"contextlens-context", "gaussia"}
 #: Each contextlens metric and its nearest peers: the same measure in another library.
 NEAREST = {
     "contextlens": ("contextual relevancy", ["deepeval"]),
     "contextlens-precision": ("context precision", ["opik", "ragas"]),
+    "contextlens-context": ("context awareness", ["gaussia"]),
 }
 
 
@@ -499,8 +566,13 @@ def cost(prompt_tokens: float, completion_tokens: float) -> float:
     return (prompt_tokens * PRICE_PER_MILLION[0] + completion_tokens * PRICE_PER_MILLION[1]) / 1e6
 
 
+def _cases(r: dict[str, Any]) -> int:
+    """The cases a result covers (a session driver's interactions)."""
+    return int(r.get("cases", r["n"]))
+
+
 def _derived(r: dict[str, Any]) -> dict[str, float]:
-    n = max(r["n"], 1)
+    n = max(_cases(r), 1)
     calls = max(r["calls"], 1)
     return {
         "calls_per_case": r["calls"] / n,
@@ -521,7 +593,9 @@ def table(results: list[dict[str, Any]], full_n: int) -> str:
     lines = [head, "|" + "---|" * 14]
     for r in results:
         d = _derived(r)
-        cases = f"{r['n']}" + (" (subset)" if r["n"] < full_n else "")
+        cases = f"{_cases(r)}" + (" (subset)" if _cases(r) < full_n else "")
+        if "cases" in r:
+            cases += f" in {r['n']} sessions"
         score = "-" if r["mean_score"] is None else f"{r['mean_score']:.3f}"
         lines.append(
             f"| {r['library']} {r['version']} | {cases} | {d['calls_per_case']:.2f} "
@@ -622,7 +696,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument(
         "--libraries",
-        default="contextlens,contextlens-precision,deepeval,ragas,opik",
+        default=",".join(PEERS),
         help="comma-separated",
     )
     parser.add_argument("--timeout", type=float, default=400.0, help="per library, seconds")
@@ -642,14 +716,26 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         workdir = Path(tmp)
+        cases = make_cases(args.cases)
+        sessions = make_sessions(cases, CASES_PER_SESSION)
         cases_file = workdir / "cases.json"
-        cases_file.write_text(json.dumps(make_cases(args.cases)), encoding="utf-8")
+        cases_file.write_text(json.dumps(cases), encoding="utf-8")
+        sessions_file = workdir / "sessions.json"
+        sessions_file.write_text(json.dumps(sessions), encoding="utf-8")
         for name in names:
-            n = args.cases
+            workload, n = cases_file, args.cases
             if name == "ragas" and args.ragas_cases:
                 n = min(args.ragas_cases, args.cases)
-            print(f"running {name} on {n} cases ...", flush=True)
-            r = run_library(name, cases_file, n, args.concurrency, workdir, args.timeout)
+            if name in SESSION_PEERS:
+                workload, n = sessions_file, len(sessions)
+                print(
+                    f"running {name} on {n} sessions ({args.cases} cases, "
+                    f"{CASES_PER_SESSION} per session) ...",
+                    flush=True,
+                )
+            else:
+                print(f"running {name} on {n} cases ...", flush=True)
+            r = run_library(name, workload, n, args.concurrency, workdir, args.timeout)
             bad = {k: v for k, v in r["status_counts"].items() if k != "200"}
             d = _derived(r)
             print(
