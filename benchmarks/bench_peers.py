@@ -623,6 +623,8 @@ def rag_table(results: list[tuple[str, dict[str, Any]]]) -> str:
 
 def rag_metrics(args: argparse.Namespace) -> None:
     """Each RAG metric and its DeepEval peer on the workload; prints one table."""
+    load = os.getloadavg()
+    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cpus)")
     PEERS["contextlens_rag"] = (Path(sys.executable), contextlens_reply)
     PEERS["deepeval_rag"] = (PEERS_PYTHON, deepeval_rag_reply)
     results: list[tuple[str, dict[str, Any]]] = []
