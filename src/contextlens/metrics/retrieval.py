@@ -146,8 +146,7 @@ def retrieval_measures(
     requires=("retrieved_ids", "relevant_ids"),
 )
 class RetrievalMetric:
-    """Rank-aware retrieval measures from labelled chunk ids (hit rate, recall, precision,
-    MRR, nDCG, MAP at k); no judge.
+    """Hit rate, recall, precision, MRR, nDCG and MAP at k from labelled chunk ids; no judge.
 
     Args:
         k: the cut-off of every measure (an integer >= 1; default 10).
