@@ -684,6 +684,116 @@ def nearest(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# -- the RAG metrics beside their nearest peer (bench_peers.py --rag) -------------------
+#
+# faithfulness, context-recall and context-precision-ranked against DeepEval's
+# FaithfulnessMetric, ContextualRecallMetric and ContextualPrecisionMetric on the same
+# workload and the same kind of server, through the same run_library; the metric goes to
+# the drivers (peers/drive_contextlens_rag.py, peers/drive_deepeval_rag.py) as --metric.
+
+RAG_PEERS = {
+    "faithfulness": "FaithfulnessMetric",
+    "context-recall": "ContextualRecallMetric",
+    "context-precision-ranked": "ContextualPrecisionMetric",
+}
+
+
+def _listed(prompt: str, after: str) -> list[str]:
+    """The JSON (or Python) list DeepEval renders after ``after``."""
+    import ast
+
+    text = _between(prompt, after, "\n\nJSON:").strip()
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            found = parse(text)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(found, list):
+            return [str(x) for x in found]
+    return _sentences(text)
+
+
+def deepeval_rag_reply(body: dict[str, Any]) -> str:
+    """FaithfulnessMetric (claims, truths, a verdict per claim, a reason),
+    ContextualRecallMetric (a verdict per sentence of the expected output, a reason) and
+    ContextualPrecisionMetric (a verdict per chunk, a reason): valid replies in the schema
+    each call states."""
+    schema = _response_schema(body) or {}
+    fields = set(schema.get("properties") or {})
+    prompt = _last_user(body)
+    if "claims" in fields:
+        return json.dumps({"claims": _sentences(_between(prompt, "AI Output:\n", "\n\nJSON:"))})
+    if "truths" in fields:
+        return json.dumps({"truths": _sentences(_between(prompt, "Text:\n", "\n\nJSON:"))})
+    if "verdicts" in fields:
+        if "Claims:\n" in prompt:
+            count = len(_listed(prompt, "Claims:\n"))
+        elif "Expected Output:\n" in prompt:
+            count = len(_sentences(_between(prompt, "Expected Output:\n", "\n\nRetrieval")))
+        else:
+            count = 5  # the workload's chunks
+        verdicts = [
+            {"verdict": "yes" if k < 2 else "no", "reason": REASON} for k in range(max(count, 1))
+        ]
+        return json.dumps({"verdicts": verdicts})
+    return json.dumps({"reason": f"The score is high because {REASON}"})
+
+
+def rag_table(results: list[tuple[str, dict[str, Any]]]) -> str:
+    lines = [
+        "| metric | library | calls/case | prompt tok/case | completion tok/case | USD/case "
+        "| x contextlens | wall s | failed | mean score |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    own: dict[str, float] = {}
+    for metric, r in results:
+        d = _derived(r)
+        own.setdefault(metric, d["cost_per_case"])  # contextlens runs first
+        score = "-" if r["mean_score"] is None else f"{r['mean_score']:.3f}"
+        lines.append(
+            f"| {metric} | {r['library'].split('-')[0]} {r['version']} "
+            f"| {d['calls_per_case']:.2f} | {d['prompt_per_case']:,.0f} "
+            f"| {d['completion_per_case']:,.0f} | {d['cost_per_case']:.5f} "
+            f"| {d['cost_per_case'] / own[metric]:.2f} | {r['wall_s']:.2f} | {r['n_failed']} "
+            f"| {score} |"
+        )
+    return "\n".join(lines)
+
+
+def rag_metrics(args: argparse.Namespace) -> None:
+    """Each RAG metric and its DeepEval peer on the workload; prints one table."""
+    load = os.getloadavg()
+    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cpus)")
+    results: list[tuple[str, dict[str, Any]]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-peers-rag-") as tmp:
+        workdir = Path(tmp)
+        cases_file = workdir / "cases.json"
+        cases_file.write_text(json.dumps(make_cases(args.cases)), encoding="utf-8")
+        for metric, peer in RAG_PEERS.items():
+            PEERS[f"contextlens-{metric}"] = (
+                Path(sys.executable),
+                contextlens_reply,
+                "contextlens_rag",
+                ["--metric", metric],
+            )
+            PEERS[f"deepeval-{metric}"] = (
+                PEERS_PYTHON,
+                deepeval_rag_reply,
+                "deepeval_rag",
+                ["--metric", metric],
+            )
+            for name in (f"contextlens-{metric}", f"deepeval-{metric}"):
+                print(f"running {metric} ({peer if 'deepeval' in name else name}) ...", flush=True)
+                r = run_library(
+                    name, cases_file, args.cases, args.concurrency, workdir, args.timeout
+                )
+                if r.get("errors"):
+                    print(f"  first errors: {r['errors']}")
+                results.append((metric, r))
+    print()
+    print(rag_table(results))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=200)
@@ -701,7 +811,13 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=400.0, help="per library, seconds")
     parser.add_argument("--json", type=Path, help="also write every measurement here")
+    parser.add_argument(
+        "--rag", action="store_true", help="the RAG metrics beside their DeepEval peers instead"
+    )
     args = parser.parse_args()
+    if args.rag:
+        rag_metrics(args)
+        return
 
     names = [n.strip() for n in args.libraries.split(",") if n.strip()]
     unknown = [n for n in names if n not in PEERS]

@@ -25,7 +25,7 @@ __all__ = [
     "unknown_message",
 ]
 
-FieldType = Literal["text", "texts", "id", "number", "object", "interactions"]
+FieldType = Literal["text", "texts", "id", "ids", "graded_ids", "number", "object", "interactions"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,11 @@ class CaseField:
             "text": "text",
             "texts": "a list of texts (a JSON array in CSV)",
             "id": "text (numbers are read as text)",
+            "ids": "a list of ids (a JSON array in CSV; numbers are read as text)",
+            "graded_ids": (
+                "a list of ids, or an object of id -> grade (a number >= 0; a JSON array or "
+                "object in CSV)"
+            ),
             "number": "a number",
             "object": "an object (a JSON object in CSV)",
             "interactions": "a list of interaction objects",
@@ -187,6 +192,19 @@ TEST_CASE_FIELDS = FieldTable(
             "texts",
             "the ideal context chunks",
             aliases=("reference_contexts",),
+        ),
+        CaseField(
+            "retrieved_ids",
+            "ids",
+            "the ids of the retrieved chunks, best first (each id once)",
+            aliases=("retrieved_context_ids",),
+        ),
+        CaseField(
+            "relevant_ids",
+            "graded_ids",
+            "the ids of the chunks that are relevant to the input; with grades, graded "
+            "relevance (0: judged not relevant)",
+            aliases=("reference_context_ids", "expected_ids"),
         ),
         CaseField(OWN_DATA, "object", _META_DOC, aliases=("additional_metadata",)),
     ),

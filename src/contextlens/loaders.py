@@ -48,6 +48,7 @@ _CSV_CELL_LIMIT = 2**31 - 1
 _META = OWN_DATA
 _META_PREFIXES = ("meta.", "meta_")
 _LIST_FIELDS = TEST_CASE_FIELDS.of_type("texts")
+_ID_FIELDS = TEST_CASE_FIELDS.of_type("ids") | TEST_CASE_FIELDS.of_type("graded_ids")
 
 _CASE_KEYS = TEST_CASE_FIELDS.names
 _BATCH_KEYS = INTERACTION_FIELDS.names
@@ -107,6 +108,17 @@ def _cell(value: Any, field: str, file: str, line: int, *, lists: bool = True) -
     if not isinstance(value, str):
         return value
     text = value.strip()
+    if lists and field in _ID_FIELDS:
+        if not text:
+            return None
+        if text[0] in "[{":
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    f"not a JSON array or object: {exc.msg}", file=file, line=line, field=field
+                ) from None
+        return [text]
     if lists and field in _LIST_FIELDS:
         if not text:
             return []  # a blank cell of chunks: the row says there are none

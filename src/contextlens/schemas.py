@@ -3,15 +3,18 @@ by, and the result a metric returns."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     GetCoreSchemaHandler,
     SerializeAsAny,
     SerializerFunctionWrapHandler,
+    Tag,
     ValidationError,
     field_validator,
     model_serializer,
@@ -154,6 +157,22 @@ class Dataset(CaseModel):
         return self
 
 
+def _id_text(value: Any) -> Any:
+    """A whole number given as an id is read as its text (``7`` -> ``"7"``)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+#: A chunk's id: non-empty text (whole numbers are read as text).
+ChunkId = Annotated[str, BeforeValidator(_id_text), Field(min_length=1)]
+#: A graded relevance judgement: a number >= 0 (0: judged not relevant).
+Grade = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: Relevance judgements: a list of relevant ids (each grade 1), or an object id -> grade.
+Judgements = Annotated[
+    Annotated[list[ChunkId], Tag("ids")] | Annotated[dict[ChunkId, Grade], Tag("grades")],
+    Discriminator(lambda value: "grades" if isinstance(value, dict) else "ids"),
+]
+
+
 class ModelTestCase(CaseModel):
     """One RAG test case (agensight / DeepEval shape); ``name`` identifies it in results.
 
@@ -169,9 +188,25 @@ class ModelTestCase(CaseModel):
     expected_output: str | None = None
     retrieval_context: list[str] | None = None
     context: list[str] | None = None
+    retrieved_ids: list[ChunkId] | None = None
+    """The ids of the retrieved chunks, best first."""
+    relevant_ids: Judgements | None = None
+    """The ids of the relevant chunks (each grade 1), or each judged id with its grade."""
     name: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     """The user's own data about the case; no metric reads it."""
+
+    @field_validator("retrieved_ids", "relevant_ids")
+    @classmethod
+    def _each_id_once(cls, value: Any) -> Any:
+        """A ranking lists each chunk once: a repeated id is refused, naming its positions."""
+        if isinstance(value, list):
+            first: dict[str, int] = {}
+            for i, ident in enumerate(value):
+                if ident in first:
+                    raise ValueError(f"id {ident!r} is listed twice (at {first[ident]} and {i})")
+                first[ident] = i
+        return value
 
 
 class MetricKey(str):

@@ -61,8 +61,12 @@ def test_the_built_in_metrics_are_found_without_being_named_anywhere():
     assert out.stdout.split() == [
         "context",
         "context-precision",
+        "context-precision-ranked",
+        "context-recall",
         "context-similarity",
         "contextual-relevancy",
+        "faithfulness",
+        "retrieval",
     ]
 
 

@@ -1,0 +1,348 @@
+"""The claims of one text checked against the retrieved chunks: what faithfulness (the
+answer's claims) and context recall (the reference answer's claims) share.
+
+With a judge, ONE call per case lists the chunks in numbered data blocks and asks for the
+text's claims, each with the number of the chunk closest to it (the one that supports it, or
+the nearest one for a claim none supports; 0 when no chunk is about it), a short reason and a
+``"yes"``/``"no"`` verdict: an enum and a bounded list, so a constrained decoder always gives a
+reply that validates. The score is computed here, ``supported claims / claims``, and the
+reason starts with those counts, so score and reason cannot disagree. A case whose prompt is
+over ``max_prompt_tokens`` fails with its size and is not sent: a claim is judged against all
+chunks at once, so the chunks are not split over calls.
+
+Without a judge, the support model of the ``Context`` metric
+(:func:`contextlens.offline.support.score_support`) gives each claim (each sentence of the
+text) its probability of being supported by the chunks; the score is the mean of those
+probabilities, the expected share of supported claims, and a claim's verdict is "yes" from
+0.5. The closest chunk of a claim is the one holding the sentence most similar to it
+(MiniLM cosine).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, create_model
+
+from contextlens.backend import Message
+from contextlens.embeddings.base import Embedder, embed_distinct
+from contextlens.errors import JudgeError
+from contextlens.judges.base import Reply
+from contextlens.judges.schema import text_field
+from contextlens.metrics.base import (
+    Services,
+    build_messages,
+    data_block,
+    prompt_over_budget,
+    raw_reply,
+    too_long,
+)
+from contextlens.metrics.chunks import ChunkOptions, DuplicateGroup, Unit, chunk_units
+from contextlens.offline.support import SupportItem, score_support
+from contextlens.offline.text import sentences
+from contextlens.schemas import MetricDetails, MetricResult, TokenUsage
+
+log = logging.getLogger("contextlens.claims")
+
+__all__ = [
+    "ClaimCheck",
+    "ClaimVerdict",
+    "ClaimsDetails",
+    "chunk_blocks",
+    "claims_schema",
+]
+
+
+class ClaimVerdict(BaseModel):
+    """One claim, whether the chunks support it, and the chunk closest to it (its 0-based
+    index in ``retrieval_context``; None when no chunk is about it). Offline adds the
+    claim's ``support`` (a probability)."""
+
+    claim: str
+    verdict: Literal["yes", "no"]
+    chunk: int | None
+    reason: str
+    support: float | None = None
+
+
+class ClaimsDetails(MetricDetails):
+    """The claims and their verdicts, the counts the score is computed from, and the
+    near-duplicate chunks when they were looked for."""
+
+    method: Literal["judge", "offline"] | None = None
+    claims: list[ClaimVerdict] = Field(default_factory=list)
+    supported: int = 0
+    total: int = 0
+    duplicates: list[DuplicateGroup] | None = None
+    latency: float | None = None
+
+
+class ClaimsReply(Reply):
+    """Base of :func:`claims_schema`'s replies: sized by the text whose claims they list."""
+
+    n_claims: ClassVar[int] = 6
+
+    @classmethod
+    def reply_tokens(cls, messages: Sequence[Message]) -> int:
+        return 256 + 96 * cls.n_claims
+
+
+@cache
+def claims_schema(n_chunks: int, max_claims: int) -> type[ClaimsReply]:
+    """The reply schema of a call over ``n_chunks`` numbered chunks: 1 to ``max_claims``
+    claims, each with its closest chunk (0 to ``n_chunks``), a reason and a verdict."""
+    numbers = tuple(range(n_chunks + 1))
+    claim = create_model(
+        "Claim",
+        __base__=Reply,
+        claim=(str, text_field("one fact the text states, self-contained, in a few words", 200)),
+        chunk=(
+            Literal[numbers],  # type: ignore[valid-type]
+            Field(description="the number of the closest chunk; 0 when no chunk is about it"),
+        ),
+        reason=(str, text_field("at most fifteen words", 120)),
+        verdict=(Literal["yes", "no"], ...),
+    )
+    model = create_model(
+        "Claims",
+        __base__=ClaimsReply,
+        claims=(
+            list[claim],  # type: ignore[valid-type]
+            Field(min_length=1, max_length=max_claims),
+        ),
+    )
+    model.n_claims = max_claims
+    return model
+
+
+def chunk_blocks(texts: Sequence[str]) -> str:
+    """The chunks in numbered data blocks (1-based, in rank order)."""
+    if not texts:
+        return "There are no retrieved chunks."
+    return "\n\n".join(f"Chunk {k}:\n{data_block('chunk', t)}" for k, t in enumerate(texts, 1))
+
+
+def _max_claims(text: str) -> int:
+    return max(6, 2 * len(sentences(text)) + 2)
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    """How one metric checks one text's claims: its prompts, what the text is called, the
+    limits and the near-duplicate options."""
+
+    system_prompt: str
+    user_prompt: str
+    text_tag: str  # the data block of the text: "answer" or "reference"
+    text_name: str  # in reasons: "the answer", "the reference answer"
+    text_field: str  # the case field: "actual_output" or "expected_output"
+    max_prompt_tokens: int
+    max_embed_tokens: int
+    chunks: ChunkOptions
+    details: type[ClaimsDetails] = ClaimsDetails
+
+    def messages(self, question: str, text: str, units: Sequence[Unit]) -> list[Message]:
+        """The judge prompt: instructions, then the question, the text and the chunks."""
+        schema = claims_schema(len(units), _max_claims(text))
+        return build_messages(
+            self.system_prompt,
+            self.user_prompt,
+            schema,
+            input=data_block("input", question),
+            text=data_block(self.text_tag, text),
+            chunks=chunk_blocks([u.text for u in units]),
+        )
+
+    async def score(
+        self, name: str, question: str, text: str, chunks: list[tuple[int, str]], services: Services
+    ) -> MetricResult:
+        """The result of one case: ``chunks`` are (index in retrieval_context, text)."""
+        judge_name = "offline" if services.judge is None else services.judge.name
+        method: Literal["judge", "offline"] = "offline" if services.judge is None else "judge"
+        embedded = [(f"retrieval_context[{i}]", t) for i, t in chunks]
+        if services.judge is None:
+            embedded.insert(0, (f"the {self.text_field}", text))
+        elif self.chunks.threshold is None:
+            embedded = []  # with a judge, only near-duplicate detection embeds
+        too_big = too_long(embedded, self.max_embed_tokens)
+        if too_big is not None:
+            details = self.details(
+                method=method, judge=judge_name, max_embed_tokens=self.max_embed_tokens
+            )
+            return MetricResult(metric=name, score=None, error=too_big, details=details)
+        units, groups = await chunk_units(chunks, self.chunks, services.embedder)
+        if not units:
+            details = self.details(method=method, judge=judge_name, duplicates=groups)
+            why = "There are no retrieved chunks: none of its claims can be supported."
+            return self._result(name, [], details, f"{self.text_name.capitalize()}: {why}")
+        if services.judge is None:
+            return await self._offline(name, question, text, units, groups, services.embedder)
+        return await self._judged(name, question, text, units, groups, services)
+
+    # --- judge ----------------------------------------------------------------------------
+
+    async def _judged(
+        self,
+        name: str,
+        question: str,
+        text: str,
+        units: list[Unit],
+        groups: list[DuplicateGroup] | None,
+        services: Services,
+    ) -> MetricResult:
+        assert services.judge is not None
+        judge = services.judge.name
+        messages = self.messages(question, text, units)
+        too_big = prompt_over_budget(messages, self.max_prompt_tokens)
+        if too_big is not None:
+            details = self.details(
+                method="judge", judge=judge, max_prompt_tokens=self.max_prompt_tokens
+            )
+            return MetricResult(metric=name, score=None, error=too_big, details=details)
+        schema = claims_schema(len(units), _max_claims(text))
+        try:
+            judgement = await services.judge.judge(messages, schema)
+        except JudgeError as exc:
+            log.debug("%s: judge failed: %s", name, exc)
+            details = self.details(method="judge", judge=judge, raw_reply=raw_reply(exc))
+            return MetricResult(metric=name, score=None, error=str(exc), details=details)
+        out: Any = judgement.output
+        verdicts = [
+            ClaimVerdict(
+                claim=c.claim,
+                verdict=c.verdict,
+                chunk=units[c.chunk - 1].first if c.chunk else None,
+                reason=c.reason,
+            )
+            for c in out.claims
+        ]
+        usage = judgement.usage
+        details = self.details(
+            method="judge",
+            judge=judge,
+            duplicates=groups,
+            usage=TokenUsage(
+                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+            ),
+            attempts=judgement.attempts,
+            latency=judgement.latency,
+        )
+        return self._result(name, verdicts, details, None)
+
+    # --- offline --------------------------------------------------------------------------
+
+    async def _offline(
+        self,
+        name: str,
+        question: str,
+        text: str,
+        units: list[Unit],
+        groups: list[DuplicateGroup] | None,
+        embedder: Embedder,
+    ) -> MetricResult:
+        evidence = [u.text for u in units]
+        [found] = await score_support([SupportItem(text, evidence, question=question)], embedder)
+        claims = found.claims
+        closest = await _closest_units([c.sentence for c in claims], units, embedder)
+        verdicts = [
+            ClaimVerdict(
+                claim=c.sentence,
+                verdict="yes" if c.support >= 0.5 else "no",
+                chunk=None if unit is None else unit.first,
+                reason=_offline_reason(c.similarity, c.new_numbers, c.new_names),
+                support=round(c.support, 4),
+            )
+            for c, unit in zip(claims, closest, strict=True)
+        ]
+        details = self.details(
+            method="offline", judge="offline", claims=verdicts, duplicates=groups
+        )
+        if not claims:
+            why = f"{self.text_name.capitalize()} states nothing to check (offline estimate)."
+            return self._result(name, [], details, why)
+        score = float(np.mean([c.support for c in claims]))
+        return self._result(
+            name,
+            verdicts,
+            details,
+            "(Offline estimate: the mean probability that a claim is supported, from the "
+            "support model of the context metric.)",
+            score=round(score, 6),
+        )
+
+    # --- the result -----------------------------------------------------------------------
+
+    def _result(
+        self,
+        name: str,
+        verdicts: list[ClaimVerdict],
+        details: ClaimsDetails,
+        note: str | None,
+        *,
+        score: float | None = None,
+    ) -> MetricResult:
+        supported = sum(v.verdict == "yes" for v in verdicts)
+        total = len(verdicts)
+        if score is None:
+            score = supported / total if total else 0.0
+        details = details.model_copy(
+            update={"claims": verdicts, "supported": supported, "total": total}
+        )
+        reason = note or ""
+        if total:
+            reason = (
+                f"{supported} of {total} claim(s) of {self.text_name} supported by the retrieved "
+                f"chunks.{_unsupported(verdicts)}" + (f" {note}" if note else "")
+            )
+        return MetricResult(metric=name, score=score, reason=reason, details=details)
+
+
+def _unsupported(verdicts: Sequence[ClaimVerdict], shown: int = 3) -> str:
+    """The first unsupported claims, each with its reason and closest chunk."""
+    missing = [v for v in verdicts if v.verdict == "no"]
+    if not missing:
+        return ""
+    parts = []
+    for v in missing[:shown]:
+        where = (
+            f"closest chunk: retrieval_context[{v.chunk}]"
+            if v.chunk is not None
+            else "no chunk is about it"
+        )
+        parts.append(f"{v.claim[:160]!r} ({v.reason.strip().rstrip('.')}; {where})")
+    more = f"; and {len(missing) - shown} more" if len(missing) > shown else ""
+    return " Unsupported: " + "; ".join(parts) + more + "."
+
+
+def _offline_reason(similarity: float, numbers: Sequence[str], names: Sequence[str]) -> str:
+    text = f"closest sentence similarity {similarity:.2f}"
+    if numbers:
+        text += f", numbers not in the chunks: {', '.join(numbers)}"
+    if names:
+        text += f", names not in the chunks: {', '.join(names)}"
+    return text
+
+
+async def _closest_units(
+    claims: Sequence[str], units: Sequence[Unit], embedder: Embedder
+) -> list[Unit | None]:
+    """The unit holding the sentence most similar to each claim (embeddings seen before in
+    the run are not computed again)."""
+    if not claims:
+        return []
+    owners: list[int] = []
+    chunk_sentences: list[str] = []
+    for k, unit in enumerate(units):
+        found = sentences(unit.text) or [unit.text]
+        chunk_sentences.extend(found)
+        owners.extend([k] * len(found))
+    if not chunk_sentences:
+        return [None] * len(claims)
+    vectors = await embed_distinct(embedder, [*claims, *chunk_sentences])
+    sims = vectors.of(list(claims)) @ vectors.of(chunk_sentences).T
+    return [units[owners[int(row.argmax())]] for row in sims]

@@ -1,0 +1,402 @@
+"""Ranked context precision: are the chunks useful for the expected answer ranked first?
+
+Each retrieved chunk gets a verdict, "useful for arriving at the expected answer" (with no
+expected output: useful for answering the input), and the score is the average precision of
+those verdicts over the ranking::
+
+    AP = sum_k v_k * precision@k / sum_k v_k,    precision@k = sum_{i<=k} v_i / k
+
+with ``v_k`` 1 for a useful chunk at rank ``k`` and 0 otherwise; 0 when no chunk is useful.
+Useful chunks at the top give 1, the same chunks at the bottom less. This is DeepEval's
+``ContextualPrecisionMetric`` and Ragas's ``LLMContextPrecisionWithReference``; per-chunk
+verdicts are in ``details.verdicts``.
+
+With a judge, ONE call per case judges every chunk (exactly one verdict per chunk, in order:
+``minItems`` = ``maxItems``, so a constrained reply always validates); when the prompt would
+be over ``max_prompt_tokens`` the chunks are split in halves over several calls until each
+fits (a verdict needs only its chunk, the input and the reference), and a chunk too large
+for a call of its own fails the case with its size, unsent.
+
+Without a judge, a chunk's usefulness is a probability: with an expected output, the largest
+support the chunk gives to one of its claims (the support model of the ``Context`` metric);
+without one, the probability that the chunk bears on the input (the relevance model of
+``contextual-relevancy``). The score is the same formula with those probabilities in place of
+the verdicts (the judged score is its case of 0/1 values); a chunk's verdict is "yes" from 0.5.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from functools import cache
+from typing import Any, ClassVar, Literal, cast
+
+from pydantic import BaseModel, Field, create_model
+
+from contextlens.backend import Message, Usage
+from contextlens.embeddings.base import Embedder
+from contextlens.errors import InputError, JudgeError
+from contextlens.judges.base import Judgement, Reply
+from contextlens.judges.schema import text_field
+from contextlens.metrics.base import (
+    DEFAULT_MAX_EMBED_TOKENS,
+    DEFAULT_MAX_PROMPT_TOKENS,
+    OverBudget,
+    Services,
+    build_messages,
+    data_block,
+    estimate_tokens,
+    over_budget,
+    raw_reply,
+    size_limit,
+    too_long,
+)
+from contextlens.metrics.chunks import ChunkOptions, DuplicateGroup, Unit, chunk_units
+from contextlens.metrics.claims import chunk_blocks
+from contextlens.metrics.faithfulness import case_chunks
+from contextlens.metrics.registry import metric
+from contextlens.offline.relevance import RelevanceItem, score_relevance
+from contextlens.offline.support import SupportItem, score_support
+from contextlens.schemas import MetricDetails, MetricResult, ModelTestCase, TokenUsage
+
+log = logging.getLogger("contextlens.context_precision_ranked")
+
+__all__ = [
+    "ChunkVerdict",
+    "RankedPrecisionDetails",
+    "RankedPrecisionMetric",
+    "average_precision",
+    "verdicts_schema",
+]
+
+_TARGETS = {
+    "expected_output": "does it hold what the expected answer (the reference) rests on?",
+    "input": "does it hold what a correct answer to the input rests on? (there is no "
+    "reference answer)",
+}
+
+
+class ChunkVerdict(BaseModel):
+    """One retrieved chunk (its 0-based index in ``retrieval_context``; ``merged``: the
+    near-duplicates scored with it), whether it was useful, and why. Offline adds its
+    ``usefulness`` (a probability)."""
+
+    chunk: int
+    verdict: Literal["yes", "no"]
+    reason: str
+    usefulness: float | None = None
+    merged: list[int] | None = None
+
+
+class RankedPrecisionDetails(MetricDetails):
+    """A ranked context-precision result's details: a verdict per chunk in rank order, what
+    usefulness was judged against, and the calls it took."""
+
+    method: Literal["judge", "offline"] | None = None
+    against: Literal["expected_output", "input"] | None = None
+    verdicts: list[ChunkVerdict] = Field(default_factory=list)
+    useful: int = 0
+    chunks: int = 0
+    duplicates: list[DuplicateGroup] | None = None
+    judge_calls: int | None = None
+
+
+class VerdictsReply(Reply):
+    """Base of :func:`verdicts_schema`'s replies: sized by their number of chunks."""
+
+    n_chunks: ClassVar[int] = 1
+
+    @classmethod
+    def reply_tokens(cls, messages: Sequence[Message]) -> int:
+        return 128 + 48 * cls.n_chunks
+
+
+@cache
+def verdicts_schema(n_chunks: int) -> type[VerdictsReply]:
+    """The reply of a call over ``n_chunks`` numbered chunks: exactly one verdict each."""
+    verdict = create_model(
+        "ChunkUsefulness",
+        __base__=Reply,
+        reason=(str, text_field("at most fifteen words", 120)),
+        verdict=(Literal["yes", "no"], ...),
+    )
+    model = create_model(
+        "RankedPrecision",
+        __base__=VerdictsReply,
+        verdicts=(
+            list[verdict],  # type: ignore[valid-type]
+            Field(
+                min_length=n_chunks,
+                max_length=n_chunks,
+                description=f"one verdict per chunk, in order: {n_chunks} in all",
+            ),
+        ),
+    )
+    model.n_chunks = n_chunks
+    return model
+
+
+def average_precision(useful: Sequence[float]) -> float:
+    """Average precision of verdicts (1/0) or usefulness probabilities in rank order."""
+    total = sum(useful)
+    if total <= 0:
+        return 0.0
+    found = 0.0
+    ap = 0.0
+    for rank, value in enumerate(useful, 1):
+        found += value
+        ap += value * found / rank
+    return ap / total
+
+
+@metric(
+    "context-precision-ranked",
+    aliases=("ContextualPrecisionMetric", "LLMContextPrecisionWithReference"),
+    reads=("input", "expected_output", "retrieval_context"),
+    requires=("input", "retrieval_context"),
+)
+class RankedPrecisionMetric:
+    """Average precision of the chunks useful for the expected answer, over the ranking.
+
+    Args:
+        threshold: the pass mark (default 0.5).
+        max_prompt_tokens: the prompt budget of one judge call (characters / 4); longer
+            cases are split over several calls, one chunk at least per call.
+        max_embed_tokens: the longest text embedded (characters / 4): offline, the input,
+            the expected output and each chunk; with a judge, each chunk when
+            near-duplicates are looked for.
+        duplicate_threshold: report chunks whose cosine is at least this as near-duplicates
+            (``details.duplicates``); None (default): not looked for.
+        merge_duplicates: score each group of near-duplicates as one chunk, at the rank of
+            its best-ranked member (:mod:`contextlens.metrics.chunks`).
+        judge: this metric's own judge (None: the run's).
+        embedder: this metric's own embedder (None: the run's).
+        label: tells this instance apart from others of the same metric in a run.
+    """
+
+    case_type = ModelTestCase
+    details_type = RankedPrecisionDetails
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        *,
+        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
+        duplicate_threshold: float | None = None,
+        merge_duplicates: bool = False,
+        judge: Any = None,
+        embedder: Any = None,
+        label: str | None = None,
+    ) -> None:
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+        self.threshold = float(threshold)
+        self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
+        self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
+        self.chunk_options = ChunkOptions(duplicate_threshold, merge_duplicates)
+        self.judge = judge
+        self.embedder = embedder
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"RankedPrecisionMetric(threshold={self.threshold}, label={self.label!r})"
+
+    async def score(self, case: ModelTestCase, services: Services) -> MetricResult:
+        """Score one test case; changes nothing on ``self``."""
+        question = case.input.strip()
+        if not question:
+            raise InputError("the test case needs a non-empty input", field="input")
+        reference = (case.expected_output or "").strip()
+        against: Literal["expected_output", "input"] = "expected_output" if reference else "input"
+        chunks = case_chunks(case, self.name)
+        method: Literal["judge", "offline"] = "offline" if services.judge is None else "judge"
+        judge = "offline" if services.judge is None else services.judge.name
+        base = RankedPrecisionDetails(method=method, judge=judge, against=against)
+        embedded = [(f"retrieval_context[{i}]", t) for i, t in chunks]
+        if services.judge is None:
+            embedded = [("the input", question), ("the expected output", reference), *embedded]
+        elif self.chunk_options.threshold is None:
+            embedded = []
+        too_big = too_long(embedded, self.max_embed_tokens)
+        if too_big is not None:
+            details = base.model_copy(update={"max_embed_tokens": self.max_embed_tokens})
+            return MetricResult(metric=self.name, score=None, error=too_big, details=details)
+        units, groups = await chunk_units(chunks, self.chunk_options, services.embedder)
+        base = base.model_copy(update={"duplicates": groups})
+        if not units:
+            return self._result([], base, "There are no retrieved chunks.")
+        if services.judge is None:
+            return await self._offline(question, reference, units, base, services.embedder)
+        return await self._judged(question, reference, units, base, services)
+
+    # --- the result -----------------------------------------------------------------------
+
+    def _result(
+        self,
+        verdicts: list[ChunkVerdict],
+        details: RankedPrecisionDetails,
+        note: str | None,
+        values: Sequence[float] | None = None,
+    ) -> MetricResult:
+        flags = [1.0 if v.verdict == "yes" else 0.0 for v in verdicts]
+        score = round(average_precision(flags if values is None else values), 6)
+        useful = int(sum(flags))
+        details = details.model_copy(
+            update={"verdicts": verdicts, "useful": useful, "chunks": len(verdicts)}
+        )
+        against = "the expected answer" if details.against == "expected_output" else "the input"
+        if verdicts:
+            ranks = [str(k) for k, f in enumerate(flags, 1) if f]
+            reason = f"Average precision {score:.2f}: {useful} of {len(verdicts)} chunk(s) "
+            reason += f"useful for {against}"
+            reason += f", at rank(s) {', '.join(ranks)}." if ranks else "."
+            above = [v for k, v in enumerate(verdicts) if not flags[k] and any(flags[k + 1 :])]
+            if above:
+                listed = "; ".join(
+                    f"retrieval_context[{v.chunk}] ({v.reason.strip().rstrip('.')})"
+                    for v in above[:3]
+                )
+                reason += f" Ranked above a useful chunk but not useful: {listed}."
+            if note:
+                reason += f" {note}"
+        else:
+            reason = note or ""
+        return MetricResult(
+            metric=self.name,
+            score=score,
+            reason=reason,
+            success=score >= self.threshold,
+            details=details,
+        )
+
+    # --- offline --------------------------------------------------------------------------
+
+    async def _offline(
+        self,
+        question: str,
+        reference: str,
+        units: list[Unit],
+        base: RankedPrecisionDetails,
+        embedder: Embedder,
+    ) -> MetricResult:
+        if reference:
+            items = [SupportItem(reference, [u.text], question=question) for u in units]
+            found = await score_support(items, embedder)
+            values = [max((c.support for c in r.claims), default=0.0) for r in found]
+            why = "supports a claim of the expected answer with p={:.2f} (offline)"
+        else:
+            [rel] = await score_relevance(
+                [RelevanceItem(question, [u.text for u in units])], embedder
+            )
+            values = list(rel.chunk_relevance)
+            why = "bears on the input with p={:.2f} (offline)"
+        verdicts = [
+            ChunkVerdict(
+                chunk=u.first,
+                verdict="yes" if p >= 0.5 else "no",
+                reason=why.format(p),
+                usefulness=round(p, 4),
+                merged=list(u.indices[1:]) or None,
+            )
+            for u, p in zip(units, values, strict=True)
+        ]
+        note = (
+            "(Offline estimate: average precision with each chunk's probability of being "
+            "useful in place of a verdict.)"
+        )
+        return self._result(verdicts, base, note, values)
+
+    # --- judge ----------------------------------------------------------------------------
+
+    def _messages(self, question: str, reference: str, units: Sequence[Unit]) -> list[Message]:
+        against = "expected_output" if reference else "input"
+        return build_messages(
+            "context_precision_ranked_system.md",
+            "context_precision_ranked_user.md",
+            verdicts_schema(len(units)),
+            system_values={"target": _TARGETS[against]},
+            input=data_block("input", question),
+            reference=data_block("expected_output", reference)
+            if reference
+            else "There is no expected answer: judge usefulness for answering the input.",
+            chunks=chunk_blocks([u.text for u in units]),
+        )
+
+    def calls(
+        self, question: str, reference: str, units: list[Unit]
+    ) -> list[tuple[list[Unit], list[Message]]]:
+        """Each judge call's units and messages: all in one unless over the budget, else
+        halves until each fits; :class:`OverBudget` names a chunk too large on its own."""
+        messages = self._messages(question, reference, units)
+        tokens = estimate_tokens(messages)
+        if tokens <= self.max_prompt_tokens:
+            return [(units, messages)]
+        if len(units) == 1:
+            where = f"retrieval_context[{units[0].first}] alone would make the prompt"
+            raise OverBudget(over_budget(tokens, self.max_prompt_tokens, where))
+        half = len(units) // 2
+        return self.calls(question, reference, units[:half]) + self.calls(
+            question, reference, units[half:]
+        )
+
+    async def _judged(
+        self,
+        question: str,
+        reference: str,
+        units: list[Unit],
+        base: RankedPrecisionDetails,
+        services: Services,
+    ) -> MetricResult:
+        assert services.judge is not None
+        judge = services.judge
+        try:
+            calls = self.calls(question, reference, units)
+        except OverBudget as exc:
+            details = base.model_copy(
+                update={"max_prompt_tokens": self.max_prompt_tokens, "judge_calls": 0}
+            )
+            return MetricResult(metric=self.name, score=None, error=str(exc), details=details)
+        outcomes = await asyncio.gather(
+            *(judge.judge(messages, verdicts_schema(len(part))) for part, messages in calls),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, JudgeError):
+                raise outcome
+        failed = [(i, o) for i, o in enumerate(outcomes, 1) if isinstance(o, JudgeError)]
+        if failed:
+            i, exc = failed[0]
+            where = f"call {i} of {len(calls)}: " if len(calls) > 1 else ""
+            log.debug("%s: judge failed: %s", self.name, exc)
+            details = base.model_copy(
+                update={"raw_reply": raw_reply(exc), "judge_calls": len(calls)}
+            )
+            return MetricResult(
+                metric=self.name, score=None, error=f"{where}{exc}", details=details
+            )
+        verdicts: list[ChunkVerdict] = []
+        usage, attempts = Usage(), 0
+        for (part, _), outcome in zip(calls, outcomes, strict=True):
+            judgement = cast(Judgement[Any], outcome)
+            usage, attempts = usage + judgement.usage, attempts + judgement.attempts
+            verdicts.extend(
+                ChunkVerdict(
+                    chunk=u.first,
+                    verdict=v.verdict,
+                    reason=v.reason,
+                    merged=list(u.indices[1:]) or None,
+                )
+                for u, v in zip(part, judgement.output.verdicts, strict=True)
+            )
+        details = base.model_copy(
+            update={
+                "judge_calls": len(calls),
+                "attempts": attempts,
+                "usage": TokenUsage(
+                    prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+                ),
+            }
+        )
+        return self._result(verdicts, details, None)
