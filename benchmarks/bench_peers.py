@@ -328,7 +328,8 @@ def contextlens_reply(body: dict[str, Any]) -> str:
     if schema is None:
         return generic_reply(body)
     users = "\n".join(text for role, text in _messages(body) if role == "user")
-    chunks = re.findall(r"<chunk>\n(.*?)\n</chunk>", users, flags=re.DOTALL)
+    found = re.findall(r"<chunk_(\w+)>\n(.*?)\n</chunk_\1>", users, flags=re.DOTALL)
+    chunks = [text for _mark, text in found]
     properties = schema.get("properties") or {}
     if "statements" in properties and chunks:
         statements = []

@@ -76,12 +76,21 @@ class Usage:
 @dataclass
 class Completion:
     """A backend's raw reply: text, usage, latency, and the parsed object when the
-    backend enforced the schema itself (structured output)."""
+    backend enforced the schema itself (structured output).
+
+    ``cost`` is the USD the backend says the call cost (a user's model that reports its own);
+    None lets the price table estimate it from the usage. ``constrained`` says whether the
+    reply was decoded under the schema; None leaves it to the backend's
+    ``use_structured_output``. A reply that was not is read leniently where a schema allows
+    it (a verdict ``"Yes."`` is ``"yes"``); a constrained one stays strict.
+    """
 
     text: str
     usage: Usage = field(default_factory=Usage)
     latency: float = 0.0
     parsed: Any = None
+    cost: float | None = None
+    constrained: bool | None = None
 
 
 @runtime_checkable

@@ -10,7 +10,7 @@ from contextlens.judges.base import DEFAULT_FENCE, Judgement
 from contextlens.offline.text import sentences
 from contextlens.schemas import ModelTestCase
 
-CHUNK_RE = re.compile(r"Chunk (\d+):\n<chunk>\n(.*?)\n</chunk>", re.S)
+CHUNK_RE = re.compile(r"Chunk (\d+):\n<chunk_([0-9a-f]+)>\n(.*?)\n</chunk_\2>", re.S)
 REASON_ASKED = "how relevant the context is overall"  # the reply format's reason field
 FORMAT_OVERRIDE = "Whatever reply format was described above, reply in this one instead."
 
@@ -42,7 +42,7 @@ def rule_reply(prompt: str, with_reason: bool = True, reason: str = "judge says 
             "reason": "about refunds" if "refund" in s.lower() else "off topic",
             "verdict": "yes" if "refund" in s.lower() else "no",
         }
-        for k, body in CHUNK_RE.findall(prompt)
+        for k, _mark, body in CHUNK_RE.findall(prompt)
         for s in sentences(body)
     ]
     data: dict = {"chunks": by_chunk(statements)}

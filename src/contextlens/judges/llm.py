@@ -32,6 +32,7 @@ from contextlens.engine.limiter import Limiter, limiter_for
 from contextlens.engine.retry import RetryPolicy, call_with_retry, within
 from contextlens.errors import JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judgement
+from contextlens.judges.errors import note_failure
 from contextlens.judges.parsing import (
     ReplyError,
     compact_schema_json,
@@ -123,6 +124,19 @@ class LLMJudge:
             return 1, "a local server that does not report its slots: one call at a time"
         return None
 
+    def _constrained(self, reply: Completion) -> bool:
+        """Whether ``reply`` was decoded under its schema: parsed by the backend, as the
+        backend says, or as the reply format it is using now (one that stepped down to the
+        prompt alone is not)."""
+        if reply.parsed is not None:
+            return True
+        if reply.constrained is not None:
+            return reply.constrained
+        current = getattr(getattr(self.backend, "formats", None), "current", None)
+        if isinstance(current, str):
+            return current != "off"
+        return bool(self.backend.use_structured_output)
+
     def _record(self, **counts: Any) -> None:
         accounting.record(judge=self.name, model=self.backend.model, **counts)
 
@@ -162,7 +176,7 @@ class LLMJudge:
                 except BaseException:  # an error reply, a timeout, a cancellation
                     self._record(calls=1)
                     raise
-                self._record(calls=1, usage=reply.usage, seconds=reply.latency)
+                self._record(calls=1, usage=reply.usage, seconds=reply.latency, cost=reply.cost)
             self.limiter.on_success()
             return reply
 
@@ -203,7 +217,12 @@ class LLMJudge:
                     settled.append((key, reply))
                 usage, latency = usage + reply.usage, latency + reply.latency
                 output = parse_reply(
-                    reply.text, schema, parsed=reply.parsed, bos=fence.bos, eos=fence.eos
+                    reply.text,
+                    schema,
+                    parsed=reply.parsed,
+                    bos=fence.bos,
+                    eos=fence.eos,
+                    constrained=self._constrained(reply),
                 )
             except (ReplyError, InvalidReply) as exc:
                 # InvalidReply: a backend that enforces the schema itself said no.
@@ -224,6 +243,7 @@ class LLMJudge:
                 continue
             except Exception as exc:
                 self._record(failures=1)
+                note_failure(exc)
                 raise JudgeError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
             for cache_key, completion in settled:
                 self.cache.put_completion(cache_key, completion)
