@@ -113,7 +113,9 @@ class ChatBackend(Protocol):
     Optional, read by the engine when present: ``timeout`` (seconds per call, used unless
     the judge was given a retry policy), ``concurrency`` (calls in flight at most, unless the
     run sets one), ``local`` (a server on this machine or network: one call at a time unless
-    it reports more) and ``async server_slots() -> int | None`` (what the server reports).
+    it reports more), ``async server_slots() -> int | None`` (what the server reports) and
+    ``constrained`` (whether its text replies are decoded under the schema, when it knows;
+    see :class:`Completion`).
     """
 
     name: str

@@ -367,3 +367,17 @@ def test_behind_opik_a_fatal_error_of_the_users_model_is_raised_as_it_is(rule_mo
         ContextualRelevancyMetric(model=DeepEvalModel(reply=raised)).measure(
             ModelTestCase(input="q", retrieval_context=["a"])
         )
+
+
+def test_a_cached_lenient_reply_is_read_the_same_way_again(tmp_path):
+    statement = {"statement": "a", "reason": "on topic", "verdict": "Yes."}
+    reply = json.dumps({"chunks": [{"statements": [statement]}], "reason": "r"})
+    cases = [ModelTestCase(name="c", input="q", retrieval_context=["a"])]
+    for calls in (1, 0):  # the second run is served from the cache, and reads it alike
+        model = DeepEvalModel(reply=reply)
+        run = evaluate(
+            cases, [ContextualRelevancyMetric(model=model)], cache=tmp_path / "cache.sqlite3"
+        )
+        [item] = run.results
+        assert item.score == 1.0 and item.details.attempts == 1
+        assert len(model.prompts) == calls

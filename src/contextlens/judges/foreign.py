@@ -115,6 +115,8 @@ class _UserModelBackend:
     """What the DeepEval- and Opik-shaped backends share: identity, the call, the reply."""
 
     name = "user-model"
+    #: Text replies are the user's model's own: not known to follow the schema.
+    constrained = False
 
     def __init__(self, obj: Any, model: str, *, use_structured_output: bool | None) -> None:
         self.obj = obj

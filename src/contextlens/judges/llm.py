@@ -125,13 +125,16 @@ class LLMJudge:
         return None
 
     def _constrained(self, reply: Completion) -> bool:
-        """Whether ``reply`` was decoded under its schema: parsed by the backend, as the
-        backend says, or as the reply format it is using now (one that stepped down to the
-        prompt alone is not)."""
+        """Whether ``reply`` was decoded under its schema: parsed by the backend, as the reply
+        or the backend says (a cached reply has only the backend's word), or as the reply
+        format the backend uses now (one that stepped down to the prompt alone is not)."""
         if reply.parsed is not None:
             return True
         if reply.constrained is not None:
             return reply.constrained
+        known = getattr(self.backend, "constrained", None)
+        if isinstance(known, bool):
+            return known
         current = getattr(getattr(self.backend, "formats", None), "current", None)
         if isinstance(current, str):
             return current != "off"
