@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from unittest import mock
 
 import pytest
 from pydantic import BaseModel
@@ -381,3 +382,70 @@ def test_a_cached_lenient_reply_is_read_the_same_way_again(tmp_path):
         [item] = run.results
         assert item.score == 1.0 and item.details.attempts == 1
         assert len(model.prompts) == calls
+
+
+class NewerOpikModel:
+    """Opik's newer base class: chat completions with a ``{"role", "content"}`` reply,
+    beside the string and provider-response methods."""
+
+    model_name = "newer"
+
+    def generate_string(self, input: str, **kwargs) -> str:
+        raise AssertionError("the chat completion comes first")
+
+    def generate_provider_response(self, messages, **kwargs):
+        raise NotImplementedError
+
+    def generate_chat_completion(self, messages, response_format=None, **kwargs):
+        raise NotImplementedError
+
+    async def agenerate_string(self, input: str, **kwargs) -> str:
+        raise AssertionError("the chat completion comes first")
+
+    async def agenerate_provider_response(self, messages, **kwargs):
+        raise NotImplementedError
+
+    async def agenerate_chat_completion(self, messages, response_format=None, **kwargs):
+        raise NotImplementedError
+
+
+def test_a_newer_opik_model_is_asked_for_a_chat_completion_with_the_messages():
+    sent = []
+
+    class Model(NewerOpikModel):
+        def generate_chat_completion(self, messages, response_format=None, **kwargs):
+            sent.append((messages, response_format))
+            return {"role": "assistant", "content": VERDICT}
+
+    assert ContextPrecision(model=Model()).score(**CASE).value == 0.9
+    [(messages, response_format)] = sent
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert CASE["output"] in messages[1]["content"] and response_format is PrecisionVerdict
+
+    class StringOnly(NewerOpikModel):  # a chat completion not implemented: the string way
+        def generate_string(self, input: str, **kwargs) -> str:
+            return VERDICT
+
+    assert ContextPrecision(model=StringOnly()).score(**CASE).value == 0.9
+
+
+class Captured(Exception):
+    """Stops a call once the prompt has reached the model."""
+
+
+def test_a_mock_of_the_base_class_gets_the_prompt_sync_and_async():
+    sent: list[str] = []
+
+    def record(messages, **kwargs):
+        sent.append(str(messages))
+        raise Captured()
+
+    model = mock.Mock(spec=NewerOpikModel)
+    model.generate_chat_completion.side_effect = record
+    model.agenerate_chat_completion.side_effect = record
+    metric = ContextPrecision(model=model, track=False)
+    with pytest.raises(Captured):
+        metric.score(**CASE)
+    with pytest.raises(Captured):
+        asyncio.run(metric.ascore(**CASE))
+    assert len(sent) == 2 and all(CASE["input"] in prompt for prompt in sent)

@@ -106,8 +106,8 @@ class ContextPrecision:
     Args:
         model: None for the offline estimate (or the run's judge in
             :func:`contextlens.evaluate`); a custom ``OpikBaseModel``-shaped model
-            (``generate_string`` / ``agenerate_string``, ``generate_provider_response``); a
-            LangChain chat model; a
+            (``generate_chat_completion``, ``generate_string``, ``generate_provider_response``
+            or their async twins); a LangChain chat model; a
             :class:`~contextlens.judges.Judge`; a spec string (``"openai:gpt-4o-mini"``,
             ``"http://localhost:11434/v1#llama3.1"``, ``"litellm:..."``) or a bare model
             name such as ``"gpt-4o"`` (OpenAI).

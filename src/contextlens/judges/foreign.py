@@ -9,7 +9,9 @@ it is, recognised by the methods it has (neither library is imported):
 - Opik-shaped (``OpikBaseModel``): ``generate_string(input, **kwargs)`` and/or ``async
   agenerate_string``, with ``generate_provider_response(messages, **kwargs)`` /
   ``agenerate_provider_response`` as the way in when the string methods are missing or not
-  implemented. It is handed the reply schema as ``response_format`` when its method takes it.
+  implemented; Opik's newer ``generate_chat_completion(messages, response_format=None)`` /
+  ``agenerate_chat_completion`` (a ``{"role", "content"}`` reply), when it has them, first.
+  It is handed the reply schema as ``response_format`` when its method takes it.
 
 What they return is a reply like any other: text (the JSON is found and validated by
 :mod:`contextlens.judges.parsing`), a ``(reply, cost)`` pair whose cost is counted, an
@@ -60,11 +62,18 @@ def is_deepeval_model(obj: object) -> bool:
 
 
 def is_opik_model(obj: object) -> bool:
-    """True for an Opik-shaped model: ``generate_string`` or ``agenerate_string``, or both
-    provider-response methods."""
-    return _has(obj, "generate_string", "agenerate_string") or (
+    """True for an Opik-shaped model: ``generate_string`` or ``agenerate_string``,
+    ``generate_chat_completion`` or ``agenerate_chat_completion``, or both provider-response
+    methods."""
+    return _has(obj, *_STRING, *_CHAT) or (
         _has(obj, "generate_provider_response") and _has(obj, "agenerate_provider_response")
     )
+
+
+#: Opik's ways in, each a blocking method and its async twin.
+_STRING = ("generate_string", "agenerate_string")
+_CHAT = ("generate_chat_completion", "agenerate_chat_completion")
+_PROVIDER = ("generate_provider_response", "agenerate_provider_response")
 
 
 @cache
@@ -233,10 +242,11 @@ class DeepEvalModelBackend(_UserModelBackend):
 class OpikModelBackend(_UserModelBackend):
     """Transport through an Opik-shaped model (``OpikBaseModel``).
 
-    ``generate_string(input=prompt)`` (in a worker thread), else ``agenerate_string`` (on
-    contextlens's loop), with the messages' texts joined as the prompt, as Opik's own
-    metrics call it; the provider-response methods, with the messages as they are, when the
-    string methods are missing or raise ``NotImplementedError``. The model name is its
+    As Opik's own metrics call it: ``generate_chat_completion(messages)`` when it has it,
+    else ``generate_string(input=prompt)`` with the messages' texts joined as the prompt, else
+    the provider-response methods with the messages as they are (each way is left for the
+    next when missing or raising ``NotImplementedError``); a blocking method runs in a worker
+    thread, an async one (``agenerate_...``) on contextlens's loop. The model name is its
     ``model_name``.
     """
 
@@ -252,19 +262,25 @@ class OpikModelBackend(_UserModelBackend):
         super().__init__(obj, str(model), use_structured_output=use_structured_output)
 
     async def _ask(self, messages: Sequence[Message], schema: type[BaseModel] | None) -> Any:
-        option = ("response_format", schema)
-        provider = ("generate_provider_response", "agenerate_provider_response")
-        if _has(self.obj, "generate_string", "agenerate_string"):
-            try:
-                prompt = {"input": prompt_text(messages)}
-                return await _either(
-                    self.obj, "generate_string", "agenerate_string", (), option, prompt
-                )
-            except NotImplementedError:
-                if not _has(self.obj, *provider):
-                    raise
         payload = [{"role": m["role"], "content": m["content"]} for m in messages]
-        return _provider_reply(await _either(self.obj, *provider, (payload,), option))
+        ways = [
+            (names, args, given)
+            for names, args, given in (
+                (_CHAT, (), {"messages": payload}),
+                (_STRING, (), {"input": prompt_text(messages)}),
+                (_PROVIDER, (payload,), {}),
+            )
+            if _has(self.obj, *names)
+        ]
+        for i, (names, args, given) in enumerate(ways):
+            try:
+                reply = await _either(self.obj, *names, args, ("response_format", schema), given)
+            except NotImplementedError:
+                if i == len(ways) - 1:
+                    raise
+                continue
+            return _provider_reply(reply)
+        raise NotImplementedError(f"{type(self.obj).__name__} has no Opik method to call")
 
 
 async def _either(
@@ -320,8 +336,12 @@ def _field(obj: Any, name: str) -> Any:
 
 
 def _provider_reply(response: Any) -> Any:
-    """A provider response (LiteLLM's, OpenAI's, or a dict of that shape) as :class:`_Said`;
-    anything else (text, a schema instance, a pair) as it is."""
+    """A provider response (LiteLLM's, OpenAI's, or a dict of that shape) as :class:`_Said`,
+    a chat message (``{"role": "assistant", "content": ...}``) as its text; anything else
+    (text, a schema instance, a pair) as it is."""
+    if isinstance(response, dict) and set(response) <= {"role", "content", "name"}:
+        content = response.get("content")
+        return content if isinstance(content, str) else response
     choices = _field(response, "choices")
     if isinstance(response, (str, BaseModel, tuple)) or not choices:
         return response
