@@ -206,6 +206,12 @@ def _between(text: str, start: str, end: str) -> str:
     return text[i:] if j < 0 else text[i:j]
 
 
+def _blocks(text: str, name: str) -> list[str]:
+    """The texts of the data blocks named ``name`` (``<name_MARK>`` to ``</name_MARK>``)."""
+    found = re.findall(rf"<{name}_(\w+)>\n(.*?)\n</{name}_\1>", text, flags=re.DOTALL)
+    return [body for _mark, body in found]
+
+
 def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     while "$ref" in node:
         node = defs.get(node["$ref"].rsplit("/", 1)[-1], {})
@@ -377,8 +383,8 @@ def gaussia_reply(body: dict[str, Any]) -> str:
 def contextlens_context_reply(body: dict[str, Any]) -> str:
     """The context metric: a reason of a sentence and a score on the prompt's grid."""
     users = "\n".join(text for role, text in _messages(body) if role == "user")
-    context = _between(users, "<context>\n", "\n</context>")
-    reply = _between(users, "<assistant_reply>\n", "\n</assistant_reply>")
+    context = next(iter(_blocks(users, "context")), "")
+    reply = next(iter(_blocks(users, "assistant_reply")), "")
     score, reason = _context_verdict(context, reply)
     text = json.dumps({"reason": reason, "score": score})
     return text if _response_schema(body) is not None else f"```json\n{text}\n```"
@@ -396,7 +402,7 @@ def contextlens_reply(body: dict[str, Any]) -> str:
     if "verdicts" in properties and _STATEMENT.search(users):
         verdicts: list[str] = []
         irrelevant: list[dict[str, Any]] = []
-        for chunk in re.findall(r"<chunk>\n(.*?)\n</chunk>", users, flags=re.DOTALL):
+        for chunk in _blocks(users, "chunk"):
             off = []  # a chunk's "no"s, off-topic for the same reason: one entry
             for number, text in _STATEMENT.findall(chunk):
                 verdicts.append("yes" if CODE.search(text) else "no")

@@ -24,8 +24,8 @@ import tracemalloc
 
 import numpy as np
 
-from contextlens import stats
 from contextlens.stats import BayesianMode
+from contextlens.stats import bootstrap as stats
 
 TARGET_S = 1.0
 TARGET_BYTES = 1 << 30

@@ -3,7 +3,8 @@
 Runs offline: ``HuggingFaceEmbedding()`` is a model already on this machine when there is one
 (a folder, or the Hugging Face cache), else the bundled all-MiniLM-L6-v2; nothing is
 downloaded. Any LangChain, LlamaIndex or novastack embedding object can be passed as
-``embed_model`` instead. Scores are similarities mapped to [0, 1] (cosine ``s`` -> ``(s + 1) / 2``).
+``embed_model`` instead. Scores are in [0, 1]: in the default "cosine" mode, novastack's
+cosine (0 where it would be negative).
 """
 
 from contextlens import ContextSimilarityEvaluator, HuggingFaceEmbedding

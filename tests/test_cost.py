@@ -17,7 +17,11 @@ from contextlens.engine.tokens import CHARS, counter_for
 from contextlens.judges.sizing import call_size, shortest_reply
 from contextlens.metrics.context import ContextVerdict
 from contextlens.metrics.context_precision import PrecisionVerdict
-from contextlens.metrics.contextual_relevancy import reply_schema
+from contextlens.metrics.contextual_relevancy import (
+    ContextualRelevancyScorer,
+    ContextualRelevancyTemplate,
+    reply_schema,
+)
 from contextlens.testing import FakeOpenAIServer
 from support.context import make_session
 from support.relevancy import REFUND, SHIPPING, facts, rule_reply
@@ -99,6 +103,38 @@ def test_a_dry_run_counts_what_the_cache_answers_as_free(tmp_path):
         assert server.calls == before
     [row] = estimate.metrics
     assert (row.calls, row.cache_hits) == (4, 6)
+
+
+class LooseModel:
+    """A DeepEval-shaped model whose text replies no grammar constrains: ``"Yes."`` for yes."""
+
+    def get_model_name(self) -> str:
+        return MODEL
+
+    def generate(self, prompt: str, schema=None) -> str:
+        if "verdicts" not in schema.model_fields:  # a template's own reason call
+            return json.dumps({"reason": WHY})
+        data = rule_reply(prompt, reason=WHY)
+        data["verdicts"] = [f"{v.capitalize()}." for v in data["verdicts"]]
+        return json.dumps(data)
+
+
+class WithReason(ContextualRelevancyTemplate):
+    """A template with its own reason prompt: asked only once the verdicts were read."""
+
+    @staticmethod
+    def generate_reason(input, irrelevant_statements, relevant_statements, score):
+        return f"Say why the context scores {score}."
+
+
+def test_a_dry_run_reads_a_cached_reply_as_its_judge_reads_it(tmp_path):
+    cases, cache = rag_cases(4), tmp_path / "cache.sqlite3"
+    metric = ContextualRelevancyScorer(evaluation_template=WithReason)
+    run = evaluate(cases, [metric], judge=LooseModel(), cache=cache)
+    assert run.summaries["contextual-relevancy"].n_scored == 4  # "Yes." read as "yes"
+    estimate = evaluate(cases, [metric], judge=LooseModel(), cache=cache, dry_run=True)
+    [row] = estimate.metrics
+    assert (row.calls, row.cache_hits) == (0, 8)  # the verdicts read again, so the reasons asked
 
 
 def test_a_dry_run_needs_no_key_and_writes_nothing(run_cli, tmp_path, monkeypatch):
@@ -208,6 +244,47 @@ def test_a_call_that_may_have_been_billed_is_charged_its_whole_reservation():
             call.charge(Usage(prompt_tokens=1))
         assert released.spent == 1.0 and released.reserved == 0.0
         assert not math.isnan(released.spent)
+    finally:
+        PRICES._prices.pop("cap-unit", None)
+
+
+class ReportingModel:
+    """A DeepEval-shaped model that reports what each call cost (``None``: nothing, and no
+    token usage either)."""
+
+    def __init__(self, cost: float | None) -> None:
+        self.cost, self.calls = cost, 0
+
+    def get_model_name(self) -> str:
+        return MODEL
+
+    def generate(self, prompt: str, schema=None):
+        self.calls += 1
+        text = json.dumps({"reason": WHY, "score": 0.7})
+        return text if self.cost is None else (text, self.cost)
+
+
+def test_the_cap_charges_the_cost_a_model_reports_as_the_ledger_counts_it():
+    cases = rag_cases(10)
+    options = dict(cache=False, max_cost=0.002, max_concurrency=1, progress=False)
+    silent = ReportingModel(None)  # no usage, no cost: each call is charged its reservation
+    run = evaluate(cases, ["context-precision"], judge=silent, **options)
+    assert silent.calls < 3 and run.stopped is not None
+    reporting = ReportingModel(1e-7)  # far below its reservation: every case fits the cap
+    run = evaluate(cases, ["context-precision"], judge=reporting, **options)
+    assert reporting.calls == 10 and run.stopped is None
+    assert run.accounting["total"]["cost"] == pytest.approx(10 * 1e-7)
+
+
+def test_a_reported_cost_over_the_reservation_is_charged_whole_and_stops_the_run():
+    cap = CostCap(1.0)
+    PRICES.register("cap-unit", 1_000_000, 0)  # one USD per prompt token
+    try:
+        with cap.spending("cap-unit", Usage(prompt_tokens=0, completion_tokens=1)) as call:
+            call.charge(Usage(), cost=1.5)  # the price table said 0; the model says 1.5
+        assert cap.spent == 1.5 and cap.reserved == 0.0
+        with pytest.raises(CostCapReached), cap.spending("cap-unit", Usage()):
+            pass
     finally:
         PRICES._prices.pop("cap-unit", None)
 

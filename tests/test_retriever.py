@@ -72,9 +72,12 @@ def test_duplicate_qa_id(tmp_path):
     assert "duplicate qa_id 'q1'" in str(err) and err.line == 1
 
 
-def test_empty_conversation(tmp_path):
-    err = bad(tmp_path, session(conversation=[]))
-    assert err.field == "conversation" and "at least 1" in str(err)
+def test_empty_conversation_is_read_and_has_no_score(tmp_path):
+    # gaussia takes a session without interactions; it is read, and scored as nothing to score
+    [empty] = JsonlRetriever(write(tmp_path, session(conversation=[]))).load_dataset()
+    assert empty.conversation == []
+    err = bad(tmp_path, session(conversation=None))
+    assert err.field == "conversation" and "null is not allowed" in str(err)
 
 
 def test_malformed_json_line(tmp_path):

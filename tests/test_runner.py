@@ -177,7 +177,7 @@ def test_accounting_matches_the_server():
 def test_streaming_keeps_finished_results_when_the_input_breaks(tmp_path):
     def cases():
         yield from sessions(5)
-        yield {"session_id": "bad", "assistant_id": "bot", "context": "c", "conversation": []}
+        yield {"session_id": "bad", "assistant_id": "bot", "context": "c", "conversation": None}
         yield from sessions(5, prefix="never")
 
     with FakeOpenAIServer() as server, pytest.raises(InputError, match="case 5") as info:

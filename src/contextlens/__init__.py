@@ -15,7 +15,16 @@ from contextlens.metrics.registry import registered as list_metrics
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.retriever import JsonlRetriever, Retriever
 from contextlens.runner import aevaluate, evaluate
-from contextlens.schemas import Batch, Dataset, MetricResult, ModelTestCase
+from contextlens.schemas import (
+    Batch,
+    Dataset,
+    IterationLevel,
+    LLMTestCase,
+    MetricResult,
+    ModelTestCase,
+    SessionMetadata,
+    StreamedBatch,
+)
 from contextlens.stats import BayesianMode, Estimate, FrequentistMode, StatisticalMode
 from contextlens.store import RunStore
 
@@ -42,11 +51,13 @@ __all__ = [
     "HuggingFaceEmbedding",
     "InputError",
     "ItemResult",
+    "IterationLevel",
     "JsonlRetriever",
     "Judge",
     "JudgeError",
     "Judgement",
     "LLMJudge",
+    "LLMTestCase",
     "Metric",
     "MetricComparison",
     "MetricComputationError",
@@ -58,7 +69,9 @@ __all__ = [
     "RunStore",
     "ScoreResult",
     "Services",
+    "SessionMetadata",
     "StatisticalMode",
+    "StreamedBatch",
     "__version__",
     "acalibrate",
     "aevaluate",

@@ -78,12 +78,21 @@ class Usage:
 @dataclass
 class Completion:
     """A backend's raw reply: text, usage, latency, and the parsed object when the
-    backend enforced the schema itself (structured output)."""
+    backend enforced the schema itself (structured output).
+
+    ``cost`` is the USD the backend says the call cost (a user's model that reports its own);
+    None lets the price table estimate it from the usage. ``constrained`` says whether the
+    reply was decoded under the schema; None leaves it to the backend's
+    ``use_structured_output``. A reply that was not is read leniently where a schema allows
+    it (a verdict ``"Yes."`` is ``"yes"``); a constrained one stays strict.
+    """
 
     text: str
     usage: Usage = field(default_factory=Usage)
     latency: float = 0.0
     parsed: Any = None
+    cost: float | None = None
+    constrained: bool | None = None
 
 
 @runtime_checkable
@@ -106,9 +115,10 @@ class ChatBackend(Protocol):
     Optional, read by the engine when present: ``timeout`` (seconds per call, used unless
     the judge was given a retry policy), ``concurrency`` (calls in flight at most, unless the
     run sets one), ``local`` (a server on this machine or network: one call at a time unless
-    it reports more), ``async server_slots() -> int | None`` (what the server reports) and
+    it reports more), ``async server_slots() -> int | None`` (what the server reports),
     ``preflight()`` (raises :class:`JudgeNotReady` when no call could succeed: a key that is
-    not set), called before a run's first call.
+    not set), called before a run's first call, and ``constrained`` (whether its text replies
+    are decoded under the schema, when it knows; see :class:`Completion`).
     """
 
     name: str

@@ -25,7 +25,9 @@ __all__ = [
     "unknown_message",
 ]
 
-FieldType = Literal["text", "texts", "id", "ids", "graded_ids", "number", "object", "interactions"]
+FieldType = Literal[
+    "text", "texts", "id", "ids", "graded_ids", "number", "object", "interactions", "flag", "any"
+]
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class CaseField:
             "number": "a number",
             "object": "an object (a JSON object in CSV)",
             "interactions": "a list of interaction objects",
+            "flag": "true or false",
+            "any": "any value, kept as given",
         }[self.type]
 
 
@@ -153,6 +157,23 @@ _META_DOC = (
     "with the case, never scored"
 )
 
+#: DeepEval's ``LLMTestCase`` fields that no metric here reads, with their types: a DeepEval
+#: test case is taken as it is, and they are kept with the case.
+_DEEPEVAL_UNREAD: tuple[tuple[str, FieldType], ...] = (
+    ("tools_called", "any"),
+    ("expected_tools", "any"),
+    ("comments", "text"),
+    ("tags", "texts"),
+    ("token_cost", "number"),
+    ("completion_time", "number"),
+    ("flaky", "flag"),
+    ("mcp_servers", "any"),
+    ("mcp_tools_called", "any"),
+    ("mcp_resources_called", "any"),
+    ("mcp_prompts_called", "any"),
+    ("custom_column_key_values", "object"),
+)
+
 TEST_CASE_FIELDS = FieldTable(
     "test case",
     (
@@ -206,7 +227,17 @@ TEST_CASE_FIELDS = FieldTable(
             "relevance (0: judged not relevant)",
             aliases=("reference_context_ids", "expected_ids"),
         ),
-        CaseField(OWN_DATA, "object", _META_DOC, aliases=("additional_metadata",)),
+        CaseField(
+            "multimodal",
+            "flag",
+            "optional; DeepEval's: true when a text holds an image or PDF placeholder "
+            "([DEEPEVAL:IMAGE:...]); set from the texts when not given. Only text is judged",
+        ),
+        *(
+            CaseField(name, kind, "optional; DeepEval's LLMTestCase field, kept, not read")
+            for name, kind in _DEEPEVAL_UNREAD
+        ),
+        CaseField(OWN_DATA, "object", _META_DOC, aliases=("additional_metadata", "metadata")),
     ),
 )
 
@@ -220,7 +251,7 @@ SESSION_FIELDS = FieldTable(
             required=True,
         ),
         CaseField("assistant_id", "id", "required; the assistant under test", required=True),
-        CaseField("language", "text", "optional, default 'english'"),
+        CaseField("language", "text", "optional, default 'english' (null: not given)"),
         CaseField(
             "context",
             "text",
@@ -230,7 +261,8 @@ SESSION_FIELDS = FieldTable(
         CaseField(
             "conversation",
             "interactions",
-            "the interactions (JSONL session objects; flat rows are one interaction each)",
+            "the interactions (JSONL session objects; flat rows are one interaction each); "
+            "a session without any has no score",
             required=True,
         ),
         CaseField(OWN_DATA, "object", _META_DOC),
@@ -245,11 +277,17 @@ INTERACTION_FIELDS = FieldTable(
         CaseField("assistant", "text", "required; the assistant's reply", required=True),
         CaseField("ground_truth_assistant", "text", "optional; the reference reply"),
         CaseField("observation", "text", "optional; what the assistant's tools returned"),
-        CaseField("agentic", "object", "optional; the agent's own trace (kept, not scored)"),
         CaseField(
-            "ground_truth_agentic", "object", "optional; the reference trace (kept, not scored)"
+            "agentic", "object", "optional (null allowed); the agent's own trace (kept, not scored)"
         ),
-        CaseField("logprobs", "object", "optional; the reply's log-probabilities (kept)"),
+        CaseField(
+            "ground_truth_agentic",
+            "object",
+            "optional (null allowed); the reference trace (kept, not scored)",
+        ),
+        CaseField(
+            "logprobs", "object", "optional (null allowed); the reply's log-probabilities (kept)"
+        ),
         CaseField("weight", "number", "optional; >= 0, the interaction's weight in the session"),
         CaseField(OWN_DATA, "object", _META_DOC),
     ),

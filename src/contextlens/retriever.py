@@ -12,21 +12,36 @@ from typing import IO, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from contextlens.errors import InputError
-from contextlens.schemas import Dataset
+from contextlens.schemas import Dataset, IterationLevel, StreamedBatch
 
 M = TypeVar("M", bound=BaseModel)
 
 
 class Retriever(ABC):
     """A source of sessions. Keyword arguments given to ``Context.run`` beyond its own
-    reach the constructor and are kept in ``self.kwargs``."""
+    reach the constructor and are kept in ``self.kwargs``.
+
+    ``iteration_level`` says what :meth:`load_dataset` yields (gaussia's): sessions
+    (:attr:`~IterationLevel.FULL_DATASET`, the default, or
+    :attr:`~IterationLevel.STREAM_SESSIONS`) or one interaction at a time
+    (:attr:`~IterationLevel.STREAM_BATCHES`, as :class:`~contextlens.schemas.StreamedBatch`
+    items). Either way the parts of a session (several ``Dataset`` objects, or batches, with
+    the same ``session_id``) are gathered into one session.
+    """
 
     def __init__(self, **kwargs: Any) -> None:
         self.kwargs = kwargs
 
+    @property
+    def iteration_level(self) -> IterationLevel:
+        """What :meth:`load_dataset` yields: sessions (the default) or streamed batches."""
+        return IterationLevel.FULL_DATASET
+
     @abstractmethod
-    def load_dataset(self) -> list[Dataset] | Iterator[Dataset]:
-        """Return the sessions, as a list or lazily."""
+    def load_dataset(
+        self,
+    ) -> list[Dataset] | Iterator[Dataset] | list[StreamedBatch] | Iterator[StreamedBatch]:
+        """Return the sessions (or streamed batches), as a list or lazily."""
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:

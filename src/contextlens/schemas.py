@@ -3,6 +3,8 @@ by, and the result a metric returns."""
 
 from __future__ import annotations
 
+import re
+from enum import Enum
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -33,10 +35,14 @@ __all__ = [
     "Batch",
     "CaseModel",
     "Dataset",
+    "IterationLevel",
+    "LLMTestCase",
     "MetricDetails",
     "MetricKey",
     "MetricResult",
     "ModelTestCase",
+    "SessionMetadata",
+    "StreamedBatch",
     "TokenUsage",
 ]
 
@@ -119,9 +125,9 @@ class Batch(CaseModel):
     assistant: str
     ground_truth_assistant: str = ""
     observation: str | None = None
-    agentic: dict[str, Any] = Field(default_factory=dict)
-    ground_truth_agentic: dict[str, Any] = Field(default_factory=dict)
-    logprobs: dict[str, Any] = Field(default_factory=dict)
+    agentic: dict[str, Any] | None = Field(default_factory=dict)
+    ground_truth_agentic: dict[str, Any] | None = Field(default_factory=dict)
+    logprobs: dict[str, Any] | None = Field(default_factory=dict)
     weight: float | None = Field(default=None, ge=0, le=MAX_WEIGHT, allow_inf_nan=False)
     meta: dict[str, Any] = Field(default_factory=dict)
     """The user's own data about the interaction; no metric reads it."""
@@ -135,15 +141,16 @@ class Batch(CaseModel):
 
 
 class Dataset(CaseModel):
-    """One session of an assistant: its system context and its conversation."""
+    """One session of an assistant: its system context and its conversation (which may be
+    empty: such a session has no score, and says so)."""
 
     fields_table = SESSION_FIELDS
 
     session_id: str
     assistant_id: str
-    language: str = "english"
+    language: str | None = "english"
     context: str
-    conversation: list[Batch] = Field(min_length=1)
+    conversation: list[Batch]
     meta: dict[str, Any] = Field(default_factory=dict)
     """The user's own data about the session; no metric reads it."""
 
@@ -173,12 +180,51 @@ Judgements = Annotated[
 ]
 
 
+class IterationLevel(str, Enum):
+    """How a retriever hands out its data (gaussia's): whole sessions, or one interaction at a
+    time as :class:`StreamedBatch` items."""
+
+    FULL_DATASET = "full_dataset"
+    STREAM_SESSIONS = "stream_sessions"
+    STREAM_BATCHES = "stream_batches"
+
+
+class SessionMetadata(CaseModel):
+    """What a :class:`StreamedBatch` says of its session: a :class:`Dataset` without its
+    conversation."""
+
+    fields_table = SESSION_FIELDS
+
+    session_id: str
+    assistant_id: str
+    language: str | None = "english"
+    context: str
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class StreamedBatch(BaseModel):
+    """One interaction with its session's metadata, as a retriever at
+    :attr:`IterationLevel.STREAM_BATCHES` yields them; the interactions of a session are
+    gathered by their ``session_id``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metadata: SessionMetadata
+    batch: Batch
+
+
+#: The placeholder DeepEval writes for an image or a PDF in a text (``f"{MLLMImage(...)}"``).
+MULTIMODAL_PLACEHOLDER = re.compile(r"\[DEEPEVAL:(?:IMAGE|PDF):.*?\]")
+
+
 class ModelTestCase(CaseModel):
     """One RAG test case (agensight / DeepEval shape); ``name`` identifies it in results.
 
     Every name of :data:`~contextlens.fields.TEST_CASE_FIELDS` is taken (Ragas's
-    ``user_input``, ``retrieved_contexts``, ``response`` and ``reference`` among them); any
-    other keyword is refused with the closest field name.
+    ``user_input``, ``retrieved_contexts``, ``response`` and ``reference`` among them, and
+    DeepEval's ``LLMTestCase`` fields, which are kept but not read); any other keyword is
+    refused with the closest field name. ``multimodal`` is True when a text holds one of
+    DeepEval's image or PDF placeholders (or when given so); only the text is judged.
     """
 
     fields_table = TEST_CASE_FIELDS
@@ -193,6 +239,19 @@ class ModelTestCase(CaseModel):
     relevant_ids: Judgements | None = None
     """The ids of the relevant chunks (each grade 1), or each judged id with its grade."""
     name: str | None = None
+    multimodal: bool = False
+    tools_called: Any = None
+    expected_tools: Any = None
+    comments: str | None = None
+    tags: list[str] | None = None
+    token_cost: float | None = None
+    completion_time: float | None = None
+    flaky: bool = False
+    mcp_servers: Any = None
+    mcp_tools_called: Any = None
+    mcp_resources_called: Any = None
+    mcp_prompts_called: Any = None
+    custom_column_key_values: dict[str, Any] | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     """The user's own data about the case; no metric reads it."""
 
@@ -207,6 +266,18 @@ class ModelTestCase(CaseModel):
                     raise ValueError(f"id {ident!r} is listed twice (at {first[ident]} and {i})")
                 first[ident] = i
         return value
+
+    @model_validator(mode="after")
+    def _multimodal(self) -> ModelTestCase:
+        if not self.multimodal:
+            texts = [self.input, self.actual_output, self.expected_output]
+            texts += [*(self.retrieval_context or []), *(self.context or [])]
+            self.multimodal = any(t and MULTIMODAL_PLACEHOLDER.search(t) for t in texts)
+        return self
+
+
+#: DeepEval's name of a test case: the same class.
+LLMTestCase = ModelTestCase
 
 
 class MetricKey(str):

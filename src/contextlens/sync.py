@@ -124,11 +124,22 @@ async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` in a worker thread, with the caller's context variables.
 
     Unlike :func:`asyncio.to_thread` the threads are not the loop's default executor (a few
-    per core): a judge with 64 calls in flight gets 64 threads.
+    per core): a judge with 64 calls in flight gets 64 threads. An exception ``fn`` raises
+    reaches the caller as that very object (asyncio would remake a ``TimeoutError``).
     """
     ctx = contextvars.copy_context()
-    call = functools.partial(ctx.run, fn, *args, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(_user_pool(), call)
+    call = functools.partial(ctx.run, _outcome, fn, *args, **kwargs)
+    value, error = await asyncio.get_running_loop().run_in_executor(_user_pool(), call)
+    if error is not None:
+        raise error
+    return value
+
+
+def _outcome(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T | None, Exception | None]:
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as exc:
+        return None, exc
 
 
 def home_loop() -> asyncio.AbstractEventLoop:

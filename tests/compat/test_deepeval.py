@@ -3,6 +3,7 @@ ContextualRelevancyScorer, whose own logic is tested in
 tests/metrics/test_contextual_relevancy.py)."""
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -16,11 +17,14 @@ from contextlens import ContextualRelevancyMetric, ContextualRelevancyTemplate
 from contextlens.errors import InputError, MetricComputationError
 from contextlens.judges.formats import compact_instructions
 from contextlens.judges.schema import field_line
+from contextlens.metrics.base import DataBlocks, data_block
 from contextlens.metrics.contextual_relevancy import (
     ContextualRelevancyScorer,
     relevancy_messages,
     reply_schema,
 )
+from contextlens.metrics.registry import key_of
+from contextlens.schemas import ModelTestCase
 from contextlens.testing import FakeOpenAIServer
 from support.relevancy import (
     FORMAT_OVERRIDE,
@@ -140,10 +144,12 @@ def test_a_deepeval_template_class_builds_the_judge_prompt():
         assert server.calls == 1
         [only] = server.requests[0]["messages"]
         schema = server.requests[0]["response_format"]["json_schema"]["schema"]
+    q = "What if these shoes don't fit?"
+    mark = DataBlocks(q, f"[1] {REFUND}", f"[2] {SHIPPING}").mark
     text = DeepEvalTemplate.generate_verdicts(
-        input="<input>\nWhat if these shoes don't fit?\n</input>",
-        context=f"Chunk 1:\n<chunk>\n[1] {REFUND}\n</chunk>\n\n"
-        f"Chunk 2:\n<chunk>\n[2] {SHIPPING}\n</chunk>",
+        input=f"<input_{mark}>\n{q}\n</input_{mark}>",
+        context=f"Chunk 1:\n<chunk_{mark}>\n[1] {REFUND}\n</chunk_{mark}>\n\n"
+        f"Chunk 2:\n<chunk_{mark}>\n[2] {SHIPPING}\n</chunk_{mark}>",
     )
     # the template's text, then ours: the reply format it must be answered in
     assert only["role"] == "user" and only["content"].startswith(text + "\n\n" + FORMAT_OVERRIDE)
@@ -186,10 +192,10 @@ def test_a_template_with_its_own_generate_reason_asks_for_the_reason_in_a_second
     assert metric.measure(case(REFUND, SHIPPING)) == 0.5
     assert model.calls == 2 and metric.result.details.judge_calls == 2
     verdicts_prompt, reason_prompt = prompts
-    assert verdicts_prompt.startswith("VERDICTS PLEASE\n<input>")
+    assert verdicts_prompt.startswith("VERDICTS PLEASE\n<input_")
     assert REASON_ASKED not in verdicts_prompt  # the reason is not asked with the verdicts
     expected = WithReason.generate_reason(
-        input="<input>\nWhat if these shoes don't fit?\n</input>",
+        input=data_block("input", "What if these shoes don't fit?"),
         irrelevancies=["off topic"],
         relevant_statements=[REFUND],
         score=0.5,
@@ -303,3 +309,153 @@ def test_example_runs_offline():
     assert out.returncode == 0, out.stderr
     score, reason = out.stdout.strip().splitlines()[-2:]
     assert 0.0 <= float(score) <= 1.0 and "statement" in reason
+
+
+# --- DeepEval's and agensight's own surface ---------------------------------------------------
+
+
+def test_llm_test_case_takes_deepevals_fields_and_keeps_them_unread():
+    assert contextlens.LLMTestCase is ModelTestCase
+    tool = object()  # a ToolCall of DeepEval's: kept as it is
+    test_case = contextlens.LLMTestCase(
+        input="What if these shoes don't fit?",
+        expected_output="We offer a 30-day full refund at no extra cost.",
+        actual_output="We offer a 30-day full refund at no extra cost.",
+        retrieval_context=[REFUND],
+        context=[REFUND],
+        tools_called=[tool],
+        expected_tools=[tool],
+        metadata={"source": "faq"},
+        tags=["refunds"],
+        token_cost=0.002,
+        completion_time=1.5,
+        flaky=False,
+        comments="from the FAQ",
+        name="refund",
+    )
+    assert test_case.multimodal is False
+    assert test_case.tools_called == [tool] and test_case.meta == {"source": "faq"}
+    model = FakeListChatModel(responses=[verdict_reply("yes")])
+    assert ContextualRelevancyMetric(model=model, async_mode=False).measure(test_case) == 1.0
+    with pytest.raises(ValueError, match="did you mean 'tools_called'"):
+        contextlens.LLMTestCase(input="q", tool_called=[])
+
+
+def test_a_text_holding_an_image_placeholder_makes_the_case_multimodal():
+    image = "[DEEPEVAL:IMAGE:0b7e2a]"  # what f"{MLLMImage(...)}" writes
+    assert ModelTestCase(input=f"What's shown in this image? {image}").multimodal is True
+    assert ModelTestCase(input="q", retrieval_context=[f"Cars {image}"]).multimodal is True
+    assert ModelTestCase(input="q", context=["[DEEPEVAL:PDF:1]"]).multimodal is True
+    assert ModelTestCase(input="q", multimodal=True).multimodal is True
+    assert ModelTestCase(input="a [DEEPEVAL:AUDIO:1]").multimodal is False
+
+
+def test_verdicts_list_holds_one_verdicts_object_per_chunk():
+    model = FakeListChatModel(responses=[verdict_reply("yes", "no", "no", reason="r")])
+    metric = ContextualRelevancyMetric(model=model)
+    metric.measure(case(facts(2), "   ", SHIPPING))  # the blank chunk is not sent
+    assert [len(v.verdicts) for v in metric.verdicts_list] == [2, 0, 1]
+    first, second = metric.verdicts_list[0].verdicts
+    assert (first.statement, first.verdict) == ("Fact one is here.", "yes")
+    assert (second.statement, second.verdict, second.reason) == ("Fact two is here.", "no", "x")
+    assert metric.verdicts_list[2].verdicts[0].statement == SHIPPING
+
+
+@pytest.mark.parametrize("spelling", ["irrelevant_statements", "irrelevancies", "positional"])
+def test_generate_reason_gets_the_irrelevant_statements_under_its_own_name(spelling, rule_model):
+    seen: dict[str, object] = {}
+
+    def reason(input, irrelevant, relevant_statements, score):
+        seen.update(irrelevant=irrelevant, relevant=relevant_statements, score=score)
+        return f"REASON PLEASE for {score}"
+
+    if spelling == "irrelevant_statements":
+
+        def generate_reason(input, irrelevant_statements, relevant_statements, score):
+            return reason(input, irrelevant_statements, relevant_statements, score)
+    elif spelling == "irrelevancies":
+
+        def generate_reason(input, irrelevancies, relevant_statements, score):
+            return reason(input, irrelevancies, relevant_statements, score)
+    else:
+
+        def generate_reason(question, bad, good, value, /):
+            return reason(question, bad, good, value)
+
+    class Template(ContextualRelevancyTemplate):
+        pass
+
+    Template.generate_reason = staticmethod(generate_reason)
+
+    def answer(prompt: str) -> str:
+        if prompt.startswith("REASON PLEASE"):
+            return fenced({"reason": "the template's reason"})
+        return fenced(rule_reply(prompt, with_reason=REASON_ASKED in prompt))
+
+    metric = ContextualRelevancyMetric(model=rule_model(answer), evaluation_template=Template)
+    assert metric.measure(case(REFUND, SHIPPING)) == 0.5
+    assert seen == {"irrelevant": ["off topic"], "relevant": [REFUND], "score": 0.5}
+    assert metric.reason == "1 of 2 statements are relevant. the template's reason"
+
+
+def test_a_template_taking_multimodal_is_given_the_text_only_prompt(rule_model):
+    class Template:
+        @staticmethod
+        def generate_verdicts(input, context, multimodal):
+            assert multimodal is False
+            return f"VERDICTS\n{input}\n{context}"
+
+    metric = ContextualRelevancyMetric(
+        model=rule_model(lambda p: fenced(rule_reply(p))), evaluation_template=Template
+    )
+    assert metric.measure(case(REFUND, SHIPPING)) == 0.5
+
+
+def test_agensights_name_and_retrieval_context_arguments():
+    model = FakeListChatModel(responses=[verdict_reply("yes", "no")])
+    metric = ContextualRelevancyMetric(
+        threshold=0.7, model=model, name="faq relevancy", retrieval_context=[REFUND, SHIPPING]
+    )
+    assert metric.name == "faq relevancy"
+    assert key_of(metric.metric) == "contextual-relevancy:faq relevancy"
+    # the metric's chunks are judged, whatever the test case brings
+    assert metric.measure(ModelTestCase(input="What if these shoes don't fit?")) == 0.5
+    assert [len(v.verdicts) for v in metric.verdicts_list] == [1, 1]
+    assert ContextualRelevancyMetric().name == "contextual-relevancy"
+
+
+# --- verdict tokens (DeepEval #3079, PRs #3080 / #3082) --------------------------------------
+
+
+@pytest.mark.parametrize("async_mode", [True, False])
+def test_an_unconstrained_judges_verdict_tokens_are_normalised(async_mode):
+    # a model without structured output: its verdicts are read as DeepEval reads them
+    tokens = ["Yes", "yes.", " NO ", "yes ", "No, off topic", "YES!"]
+    model = FakeListChatModel(responses=[verdict_reply(*tokens)])
+    metric = ContextualRelevancyMetric(model=model, async_mode=async_mode)
+    assert metric.measure(case(facts(6))) == pytest.approx(4 / 6)
+    assert [v["verdict"] for v in metric.verdicts] == ["yes", "yes", "no", "yes", "no", "yes"]
+    assert metric.result.details.attempts == 1  # taken at once: no re-ask
+    assert metric.reason.startswith("4 of 6 statements are relevant.")
+
+
+def test_a_verdict_that_is_neither_word_is_re_asked_then_fails():
+    model = FakeListChatModel(responses=[verdict_reply("maybe"), verdict_reply("perhaps")])
+    with pytest.raises(MetricComputationError, match="verdict"):
+        ContextualRelevancyMetric(model=model).measure(case(REFUND))
+
+
+def test_a_constrained_reply_stays_strict():
+    def reply(request: dict) -> str:
+        said = "Yes" if len(request["messages"]) == 2 else "yes"  # "yes" after the re-ask
+        return json.dumps({"verdicts": [said], "irrelevant": [], "reason": "r"})
+
+    with FakeOpenAIServer(reply=reply) as server:
+        strict = ContextualRelevancyMetric(model=f"{server.base_url}#judge")
+        assert strict.measure(case(REFUND)) == 1.0
+        assert strict.result.details.attempts == 2  # "Yes" from a constrained reply: re-asked
+        assert server.requests[0]["response_format"]["type"] == "json_schema"
+        lenient = ContextualRelevancyMetric(model=f"{server.base_url}#other?structured=off")
+        assert lenient.measure(case(REFUND)) == 1.0
+        assert lenient.result.details.attempts == 1
+        assert "response_format" not in server.requests[-1]

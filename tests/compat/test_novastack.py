@@ -19,6 +19,7 @@ from contextlens.metrics.context_similarity import ContextSimilarityScorer
 from contextlens.schemas import ModelTestCase
 from support.similarity import (
     DISTINCT_IN_40_CASES,
+    HALF,
     MISSING_ARGUMENTS,
     NOVASTACK_KEYS,
     FakeEmbedder,
@@ -39,7 +40,7 @@ def run(
 
 
 def test_sync_evaluate_outside_a_loop() -> None:
-    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
+    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])
     r = run(emb, query="q", generated_text="a", contexts=["c"])
     assert set(r) == NOVASTACK_KEYS
     assert r["query_context_similarity"] == {"contexts_score": [pytest.approx(1.0)], "score": 1.0}
@@ -50,7 +51,7 @@ def test_sync_evaluate_outside_a_loop() -> None:
 
 @pytest.mark.parametrize(
     ("mode", "expected"),
-    [("cosine", 0.5), ("dot_product", 0.5), ("euclidean", 1 - math.sqrt(2) / 2)],
+    [("cosine", 0.0), ("dot_product", 0.5), ("euclidean", 1 - math.sqrt(2) / 2)],
 )
 def test_mode_and_threshold_reach_the_core(mode: str, expected: float) -> None:
     emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c=[0.0, 4.0])  # orthogonal: the mode's 0.5 point
@@ -100,7 +101,7 @@ def test_wrong_types_are_type_errors() -> None:
 
 
 def test_blank_contexts_are_skipped_and_reported() -> None:
-    emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c1=[1.0, 0.0], c2=[0.0, 1.0])
+    emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c1=[1.0, 0.0], c2=HALF)
     r = run(emb, query="q", generated_text="a", contexts=["", "c1", "  \n", "c2", None])
     assert r["skipped_contexts"] == [0, 2, 4]
     assert r["query_context_similarity"]["contexts_score"] == [
@@ -201,7 +202,7 @@ async def test_batch_accepts_objects_and_names_bad_cases() -> None:
 
 
 def test_batch_embedding_failure_names_the_case() -> None:
-    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0], z=[0.0, 0.0])
+    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0], z=[0.0, 0.0])
     cases = [{"query": "q", "generated_text": "a", "contexts": c} for c in (["c"], ["c", "z"])]
     with pytest.raises(InvalidEmbeddingError, match=r"^cases\[1\]: .*zero vector for contexts"):
         ContextSimilarityEvaluator(emb).evaluate_batch(cases)
@@ -224,7 +225,7 @@ def test_llamaindex_style_embed_model() -> None:
 
         def get_text_embedding_batch(self, texts: list[str]) -> list[list[float]]:
             self.batches.append(list(texts))
-            return [[1.0, 0.0] if t.startswith("x") else [0.0, 1.0] for t in texts]
+            return [[1.0, 0.0] if t.startswith("x") else HALF for t in texts]
 
     model = Llama()
     r = ContextSimilarityEvaluator(model).evaluate(
@@ -238,7 +239,7 @@ def test_llamaindex_style_embed_model() -> None:
 
 
 async def test_embed_model_wins_over_the_run_embedder_in_evaluate() -> None:
-    own = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
+    own = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])
     other = FakeEmbedder()
     case = ModelTestCase(input="q", actual_output="a", retrieval_context=["c"])
     ev = ContextSimilarityEvaluator(own)
@@ -249,7 +250,7 @@ async def test_embed_model_wins_over_the_run_embedder_in_evaluate() -> None:
 
 
 async def test_no_embed_model_takes_the_run_embedder_in_evaluate() -> None:
-    run_emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
+    run_emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])
     case = ModelTestCase(input="q", actual_output="a", retrieval_context=["c"])
     ev = ContextSimilarityEvaluator(score_threshold=0.6)
     run_ = await contextlens.aevaluate([case], [ev], embedder=run_emb, progress=False)
@@ -262,7 +263,7 @@ async def test_no_embed_model_takes_the_run_embedder_in_evaluate() -> None:
 
 
 async def test_sync_evaluate_inside_a_running_loop_and_aevaluate() -> None:
-    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
+    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])
     ev = ContextSimilarityEvaluator(emb)
     asyncio.get_running_loop()  # we are inside a loop
     inside = ev.evaluate(query="q", generated_text="a", contexts=["c"])

@@ -12,6 +12,7 @@ import pytest
 
 from contextlens import BayesianMode, Context
 from contextlens.testing import FakeOpenAIServer
+from support import block_of
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "context_techstore.py"
 
@@ -39,7 +40,7 @@ def test_example_runs_offline_and_flags_the_third_reply():
 
 def _judge(prompt: str) -> str:
     """A rule-based stand-in for a judge model: a reply claiming 24/7 contradicts the hours."""
-    reply = prompt.split("<assistant_reply>")[1].split("</assistant_reply>")[0]
+    reply = block_of(prompt, "assistant_reply")
     score, reason = (0.1, "contradicts the support hours") if "24/7" in reply else (0.95, "ok")
     return "```json\n" + json.dumps({"reason": reason, "score": score}) + "\n```"
 

@@ -13,18 +13,22 @@ import asyncio
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 from langchain_openai import ChatOpenAI, OpenAIEmbeddings
 
 from contextlens import (
     Batch,
+    BayesianMode,
     Context,
     ContextPrecision,
     ContextualRelevancyMetric,
     Dataset,
+    JsonlRetriever,
     ModelTestCase,
     Retriever,
     evaluate,
@@ -210,3 +214,152 @@ def test_a_chat_openai_against_a_server_without_json_schema_gets_its_json_object
     assert (
         server.requests[-1]["response_format"]["schema"]["properties"]["score"]["enum"][-1] == 1.0
     )
+
+
+# -- model classes written for DeepEval and for Opik -------------------------------------------
+
+
+class CustomDeepEvalModel:
+    """A custom model as DeepEval's docs have users write one (a ``DeepEvalBaseLLM``): a
+    provider client made by ``load_model``, JSON mode when handed a schema, and the cost of
+    each call reported with the reply."""
+
+    PRICE = 1e-6  # USD per token
+
+    def __init__(self, base_url: str):
+        self.base_url = base_url
+        self.model = self.load_model()
+
+    def load_model(self):
+        return openai.OpenAI(base_url=self.base_url, api_key="sk-test", max_retries=0)
+
+    def get_model_name(self) -> str:
+        return "my-gpt"
+
+    def generate(self, prompt: str, schema=None):
+        kwargs = {"response_format": {"type": "json_object"}} if schema is not None else {}
+        reply = self.model.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}], **kwargs
+        )
+        text = reply.choices[0].message.content
+        cost = reply.usage.total_tokens * self.PRICE
+        return (schema.model_validate_json(text) if schema is not None else text), cost
+
+    async def a_generate(self, prompt: str, schema=None):
+        return self.generate(prompt, schema)
+
+
+class CustomOpikModel:
+    """A custom model as Opik's docs have users write one (an ``OpikBaseModel``), over
+    plain HTTP."""
+
+    def __init__(self, base_url: str):
+        self.model_name = "my-opik-judge"
+        self.base_url = base_url
+
+    def generate_string(self, input: str, **kwargs) -> str:
+        response = self.generate_provider_response([{"role": "user", "content": input}])
+        return response["choices"][0]["message"]["content"]
+
+    def generate_provider_response(self, messages, **kwargs):
+        reply = httpx.post(
+            f"{self.base_url}/chat/completions",
+            json={"model": self.model_name, "messages": messages},
+            timeout=30,
+        )
+        reply.raise_for_status()
+        return reply.json()
+
+    async def agenerate_string(self, input: str, **kwargs) -> str:
+        async with httpx.AsyncClient(timeout=30) as client:
+            reply = await client.post(
+                f"{self.base_url}/chat/completions",
+                json={"model": self.model_name, "messages": [{"role": "user", "content": input}]},
+            )
+        return reply.json()["choices"][0]["message"]["content"]
+
+    async def agenerate_provider_response(self, messages, **kwargs):
+        raise NotImplementedError
+
+
+def test_a_deepeval_shaped_model_ten_times_through_the_deepeval_example(server, capsys):
+    model = CustomDeepEvalModel(server.base_url)
+    for _ in range(RUNS):
+        out = run_example("contextual_relevancy_deepeval.py", GETENV, "JUDGE", capsys, JUDGE=model)
+        assert out.splitlines()[0] == "1.0"
+    assert server.calls == RUNS
+    assert all(r.get("response_format") == {"type": "json_object"} for r in server.requests)
+    metric = ContextualRelevancyMetric(model=model)
+    before = server.prompt_tokens + server.completion_tokens
+    metric.measure(ModelTestCase(input="q", retrieval_context=["a"]))
+    tokens = server.prompt_tokens + server.completion_tokens - before
+    assert metric.evaluation_model == "deepeval-model:my-gpt"
+    assert metric.evaluation_cost == pytest.approx(tokens * model.PRICE)  # the model's own
+    model.model.close()  # the client is the user's to close
+
+
+def test_an_opik_shaped_model_ten_times_through_the_opik_example(server, capsys):
+    model = CustomOpikModel(server.base_url)
+    for _ in range(RUNS):
+        out = run_example("context_precision_opik.py", GETENV, "JUDGE", capsys, JUDGE=model)
+        assert out.splitlines()[0] == "0.9"
+    assert server.calls == RUNS
+    metric = ContextPrecision(model=model)
+    for _ in range(3):  # asyncio.run in a loop, and a running loop
+        assert asyncio.run(metric.ascore(**CASE)).value == 0.9
+
+    async def notebook_cell() -> float:
+        return metric.score(**CASE).value
+
+    assert asyncio.run(notebook_cell()) == 0.9
+    assert server.calls == RUNS + 4
+
+
+def test_both_shapes_judge_every_metric_in_one_evaluate_run(server):
+    cases = [
+        ModelTestCase(
+            name=f"c{i}", input="q", actual_output="a", expected_output="e", retrieval_context=["c"]
+        )
+        for i in range(4)
+    ]
+    deepeval_model = CustomDeepEvalModel(server.base_url)
+    metrics = [
+        ContextPrecision(model=CustomOpikModel(server.base_url)),
+        ContextualRelevancyMetric(model=deepeval_model),
+    ]
+    run = evaluate(cases, metrics, progress=False)
+    deepeval_model.model.close()
+    assert run.summaries["context-precision"].judge == "opik-model:my-opik-judge"
+    assert run.summaries["contextual-relevancy"].judge == "deepeval-model:my-gpt"
+    assert all(s.n_failed == 0 for s in run.summaries.values())
+    assert run.summaries["contextual-relevancy"].accounting["cost"] > 0
+    assert server.calls == 8
+
+
+def test_gaussias_instance_api_over_the_techstore_sessions_ten_times(server, chat):
+    techstore = resources.files("contextlens.demo").joinpath("techstore.jsonl")
+    for _ in range(RUNS):
+        context = Context(
+            JsonlRetriever,
+            model=chat,
+            statistical_mode=BayesianMode(mc_samples=500),
+            path=techstore,
+        )
+        for session in context.dataset:  # a gaussia user's own loop over the retriever's data
+            context.batch(
+                session_id=session.session_id,
+                context=session.context,
+                assistant_id=session.assistant_id,
+                batch=session.conversation,
+                language=session.language,
+            )
+        context.on_process_complete()
+        assert [(m.session_id, m.n_interactions) for m in context.metrics] == [
+            ("context-eval-001", 3),
+            ("context-eval-002", 4),
+        ]
+        for metric in context.metrics:
+            assert metric.n_failed == 0 and metric.context_awareness == pytest.approx(0.9)
+            assert metric.context_awareness_ci_low <= 0.9 <= metric.context_awareness_ci_high
+            assert all(i.context_awareness == 0.9 for i in metric.interactions)
+    assert server.calls == 7 * RUNS

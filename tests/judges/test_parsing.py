@@ -1,7 +1,11 @@
+import json
+
 import pytest
 from pydantic import BaseModel, Field
 
 from contextlens.judges.parsing import ReplyError, extract_json, parse_reply, reask_messages
+from contextlens.judges.schema import Verdict as YesNo
+from contextlens.judges.schema import wire_schema
 
 
 class Verdict(BaseModel):
@@ -94,3 +98,47 @@ def test_a_raw_newline_inside_a_string_is_taken_as_it_is():
     """llama.cpp's JSON grammar lets control characters through inside strings."""
     reply = '{"reason": "first line\nsecond line", "score": 0.5}'
     assert extract_json(reply) == {"reason": "first line\nsecond line", "score": 0.5}
+
+
+# -- verdict tokens: lenient for a judge asked with the prompt alone, strict when constrained --
+
+
+class Statement(BaseModel):
+    statement: str
+    verdict: YesNo
+
+
+@pytest.mark.parametrize(
+    ("said", "read"),
+    [
+        ("yes", "yes"),
+        ("Yes", "yes"),
+        ("yes.", "yes"),
+        ("YES!", "yes"),
+        (" NO ", "no"),
+        ("no.", "no"),
+        ('"yes"', "yes"),
+        ("Yes, it is about refunds", "yes"),
+        ("No - off topic", "no"),
+        ("yesշո", "yes"),  # text glued on that does not continue the word (DeepEval #3079)
+    ],
+)
+def test_an_unconstrained_verdict_is_read_as_deepeval_reads_it(said, read):
+    text = json.dumps({"statement": "s", "verdict": said})
+    assert parse_reply(text, Statement, constrained=False).verdict == read
+
+
+@pytest.mark.parametrize("said", ["maybe", "nope", "not really", "yesterday", "", "y"])
+def test_an_unconstrained_reply_that_says_neither_word_is_still_refused(said):
+    with pytest.raises(ReplyError, match="verdict"):
+        parse_reply(json.dumps({"statement": "s", "verdict": said}), Statement, constrained=False)
+
+
+@pytest.mark.parametrize("said", ["Yes", "yes.", " NO "])
+def test_a_constrained_reply_stays_strict(said):
+    text = json.dumps({"statement": "s", "verdict": said})
+    with pytest.raises(ReplyError, match="verdict"):
+        parse_reply(text, Statement)  # constrained by default: a grammar allows no "Yes."
+    with pytest.raises(ReplyError, match="verdict"):
+        parse_reply(text, Statement, parsed={"statement": "s", "verdict": said})
+    assert wire_schema(Statement)["properties"]["verdict"]["enum"] == ["yes", "no"]

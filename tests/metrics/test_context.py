@@ -12,6 +12,7 @@ from contextlens.judges import resolve_judge
 from contextlens.judges.base import Fence
 from contextlens.metrics.base import Services
 from contextlens.metrics.context import ContextAwareness, context_messages
+from support import block_matches, blocks
 from support.context import by_query, make_session, verdict
 
 
@@ -117,11 +118,11 @@ def test_prompt_puts_ground_truth_where_it_belongs_and_fences_data():
     )
     system, user = context_messages(session, batch)
     text = user["content"]
-    assert "<reference_reply>\nREFERENCE\n</reference_reply>" in text
-    assert "<observation>\nTOOL SAW\n</observation>" in text
-    reply_block = text.split("<assistant_reply>")[1].split("</assistant_reply>")[0]
-    assert "ACTUAL" in reply_block and "REFERENCE" not in reply_block
-    assert text.count("</assistant_reply>") == 1
+    assert blocks(text, "reference_reply") == ["REFERENCE"]
+    assert blocks(text, "observation") == ["TOOL SAW"]
+    assert blocks(text, "assistant_reply") == [batch.assistant]  # byte for byte
+    [reply] = block_matches(text, "assistant_reply")
+    assert text.count(f"</assistant_reply_{reply.group(1)}>") == 1
     assert "data to evaluate" in system["content"] and "0.8" in system["content"]
     assert "```json" in system["content"]
 
@@ -136,7 +137,8 @@ def test_prompt_asks_for_the_reply_between_the_given_fence():
 def test_no_reference_block_when_ground_truth_is_empty():
     session = make_session()
     _, user = context_messages(session, session.conversation[0])
-    assert "<reference_reply>" not in user["content"]
+    assert not blocks(user["content"], "reference_reply")
+    assert "reference_reply_" not in user["content"]
 
 
 async def test_the_same_metric_object_serves_concurrent_sessions(rule_model):

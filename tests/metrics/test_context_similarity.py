@@ -21,7 +21,14 @@ from contextlens.metrics.context_similarity import (
 )
 from contextlens.runner import aevaluate
 from contextlens.schemas import MetricResult, ModelTestCase
-from support.similarity import MISSING_ARGUMENTS, NOVASTACK_KEYS, FakeEmbedder, fixed, make_cases
+from support.similarity import (
+    HALF,
+    MISSING_ARGUMENTS,
+    NOVASTACK_KEYS,
+    FakeEmbedder,
+    fixed,
+    make_cases,
+)
 
 MODES = ("cosine", "dot_product", "euclidean")
 
@@ -68,7 +75,7 @@ async def test_opposite_vectors_score_zero_identical_one(mode: str) -> None:
 
 @pytest.mark.parametrize(
     ("mode", "expected"),
-    [("cosine", 0.5), ("dot_product", 0.5), ("euclidean", 1 - math.sqrt(2) / 2)],
+    [("cosine", 0.0), ("dot_product", 0.5), ("euclidean", 1 - math.sqrt(2) / 2)],
 )
 async def test_orthogonal_vectors(mode: str, expected: float) -> None:
     emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c=[0.0, 4.0])
@@ -84,24 +91,33 @@ async def test_euclidean_is_one_minus_half_the_unit_distance() -> None:
     assert r["score"] == pytest.approx(1 - d / 2, abs=1e-6)
 
 
-async def test_dot_product_equals_cosine_on_unnormalised_vectors() -> None:
+async def test_cosine_is_novastacks_number_and_dot_product_its_unit_mapping() -> None:
     vecs = {"q": [3.0, 1.0, 0.5], "a": [-1.0, 7.0, 2.0], "c1": [10.0, 0.0, 1.0], "c2": [0, 2, -9]}
     case = {"query": "q", "generated_text": "a", "contexts": ["c1", "c2"]}
     cos = await score(FakeEmbedder(vecs), "cosine", **case)
     dot = await score(FakeEmbedder(vecs), "dot_product", **case)
-    assert cos.details == dot.details
-    assert (cos.score, cos.success) == (dot.score, dot.success)
-    # (s + 1) / 2 of the true cosine, whatever the vector lengths
-    q, c1 = np.array(vecs["q"]), np.array(vecs["c1"])
-    s = q @ c1 / (np.linalg.norm(q) * np.linalg.norm(c1))
-    assert cos.details.query_context_similarity.contexts_score[0] == pytest.approx((s + 1) / 2)
+
+    def cosine(u: str, v: str) -> float:
+        x, y = np.array(vecs[u], dtype=float), np.array(vecs[v], dtype=float)
+        return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y)))
+
+    # whatever the vector lengths: the raw cosine (0 where negative), and (s + 1) / 2 of it
+    for side, ref in (("query_context_similarity", "q"), ("answer_context_similarity", "a")):
+        raw = [cosine(ref, c) for c in ("c1", "c2")]
+        assert getattr(cos.details, side).contexts_score == [
+            pytest.approx(max(s, 0.0), abs=1e-6) for s in raw
+        ]
+        assert getattr(dot.details, side).contexts_score == [
+            pytest.approx((s + 1) / 2, abs=1e-6) for s in raw
+        ]
+    assert cosine("q", "c2") < 0  # the case holds a pair pointing away: 0, not negative
 
 
 # --- aggregation, harmonic mean, passing ---------------------------------------------------
 
 
 async def test_each_side_is_the_mean_of_its_contexts() -> None:
-    emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c1=[1.0, 0.0], c2=[0.0, 1.0])
+    emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c1=[1.0, 0.0], c2=HALF)
     r = await run(emb, query="q", generated_text="a", contexts=["c1", "c2"])
     side = r["query_context_similarity"]
     assert side["contexts_score"] == [pytest.approx(1.0), pytest.approx(0.5)]
@@ -109,7 +125,7 @@ async def test_each_side_is_the_mean_of_its_contexts() -> None:
 
 
 async def test_harmonic_mean_of_the_two_sides() -> None:
-    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
+    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])
     res = await score(emb, query="q", generated_text="a", contexts=["c"])
     r = res.details.novastack()
     assert r["query_context_similarity"]["score"] == pytest.approx(1.0)
@@ -136,7 +152,7 @@ async def test_both_sides_zero_gives_zero(mode: str) -> None:
 
 @pytest.mark.parametrize(("threshold", "passing"), [(0.66, True), (2 / 3, True), (0.67, False)])
 async def test_passing_is_score_at_least_threshold(threshold: float, passing: bool) -> None:
-    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])  # score 2/3
+    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])  # score 2/3
     res = await score(emb, threshold=threshold, query="q", generated_text="a", contexts=["c"])
     assert res.details.passing is passing
     assert res.success is passing
@@ -194,7 +210,7 @@ async def test_wrong_types_are_type_errors() -> None:
 
 
 async def test_blank_contexts_are_skipped_and_reported() -> None:
-    emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c1=[1.0, 0.0], c2=[0.0, 1.0])
+    emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c1=[1.0, 0.0], c2=HALF)
     r = await run(emb, query="q", generated_text="a", contexts=["", "c1", "  \n", "c2", None])
     assert r["skipped_contexts"] == [0, 2, 4]
     assert r["query_context_similarity"]["contexts_score"] == [
@@ -248,7 +264,7 @@ async def test_score_many_embeds_each_distinct_text_once_in_one_call() -> None:
 
 async def test_score_many_labels_name_the_text_in_errors() -> None:
     cases = [validate_similarity_case("q", "a", ["c"]), validate_similarity_case("q", "a", ["z"])]
-    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0], z=[0.0, 0.0])
+    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0], z=[0.0, 0.0])
     scorer = ContextSimilarityScorer()
     with pytest.raises(InvalidEmbeddingError, match=r"zero vector for cases\[1\]\.contexts\[0\]"):
         await scorer.score_many(cases, emb, labels=lambda i, field: f"cases[{i}].{field}")
@@ -276,7 +292,7 @@ async def test_concurrent_score_on_one_object() -> None:
 
 
 async def test_score_reads_test_cases_mappings_and_objects() -> None:
-    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
+    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])
     svc = Services(judge=None, embedder=emb)
     scorer = ContextSimilarityScorer()
     as_dict = await scorer.score({"query": "q", "generated_text": "a", "contexts": ["c"]}, svc)
@@ -291,7 +307,7 @@ async def test_score_reads_test_cases_mappings_and_objects() -> None:
 async def test_runner_uses_the_run_embedder_and_records_failures() -> None:
     """A case without a required field is refused before scoring; score raising on an
     unusable embedding is kept as a failed item with the exception."""
-    emb = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0], z=[0.0, 0.0])
+    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0], z=[0.0, 0.0])
     missing = ModelTestCase(input="q", retrieval_context=["c"])
     with pytest.raises(InputError, match="case 0: metric 'context-similarity' requires"):
         await aevaluate([missing], [ContextSimilarityScorer()], embedder=emb, progress=False)
@@ -308,7 +324,7 @@ async def test_runner_uses_the_run_embedder_and_records_failures() -> None:
 
 
 async def test_own_embedder_wins_over_the_run_embedder() -> None:
-    own = fixed(q=[1.0, 0.0], a=[0.0, 1.0], c=[1.0, 0.0])
+    own = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])
     own.name = "own-fake"
     other = FakeEmbedder()
     case = ModelTestCase(input="q", actual_output="a", retrieval_context=["c"])

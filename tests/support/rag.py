@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 
+from support import blocks
+
 CHUNKS = [
     "Opening hours: Monday to Friday, 9am to 6pm. Closed on weekends.",
     "Members can borrow up to five books for three weeks.",
@@ -41,12 +43,14 @@ def _words(text: str) -> set[str]:
 
 
 def _block(prompt: str, tag: str) -> str:
-    found = re.search(rf"<{tag}>\n(.*?)\n</{tag}>", prompt, flags=re.DOTALL)
-    return found.group(1) if found else ""
+    """The text of the prompt's first ``tag`` data block, or ""."""
+    return next(iter(blocks(prompt, tag)), "")
 
 
 def chunks_of(prompt: str) -> list[str]:
-    return re.findall(r"Chunk \d+:\n<chunk>\n(.*?)\n</chunk>", prompt, flags=re.DOTALL)
+    """The texts of the prompt's numbered chunk blocks, in order."""
+    found = re.findall(r"Chunk \d+:\n<chunk_([0-9a-f]+)>\n(.*?)\n</chunk_\1>", prompt, re.S)
+    return [text for _mark, text in found]
 
 
 def rule_reply(request: dict) -> str:

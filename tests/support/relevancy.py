@@ -9,7 +9,7 @@ from contextlens.backend import Usage
 from contextlens.judges.base import DEFAULT_FENCE, Judgement
 from contextlens.schemas import ModelTestCase
 
-CHUNK_RE = re.compile(r"Chunk (\d+):\n<chunk>\n(.*?)\n</chunk>", re.S)
+CHUNK_RE = re.compile(r"Chunk (\d+):\n<chunk_([0-9a-f]+)>\n(.*?)\n</chunk_\2>", re.S)
 REASON_ASKED = "how relevant the context is overall"  # the reply format's reason field
 FORMAT_OVERRIDE = "Whatever reply format was described above, reply in this one instead."
 
@@ -24,7 +24,7 @@ def statements(prompt: str) -> list[tuple[int, int, str]]:
     """The numbered statements of a prompt's chunks: (chunk number, statement number, text)."""
     return [
         (int(k), int(n), text)
-        for k, body in CHUNK_RE.findall(prompt)
+        for k, _mark, body in CHUNK_RE.findall(prompt)
         for n, text in STATEMENT_RE.findall(body)
     ]
 

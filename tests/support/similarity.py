@@ -4,6 +4,7 @@ tests/metrics/test_context_similarity.py and tests/compat/test_novastack.py."""
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -72,6 +73,11 @@ class UserEmbeddings(Embeddings):
     def embedded(self) -> Counter[str]:
         """How many times each text was embedded."""
         return Counter(t for call in self.calls for t in call)
+
+
+#: A unit vector at cosine 0.5 to ``[1.0, 0.0]``: every mode's score of it is that of the
+#: cosine 0.5 (cosine 0.5, dot product 0.75, euclidean 0.5).
+HALF = [0.5, math.sqrt(3) / 2]
 
 
 def fixed(**vectors: Sequence[float]) -> FakeEmbedder:

@@ -2,17 +2,21 @@
 
     metric = ContextualRelevancyMetric(threshold=0.7, model="gpt-4o-mini")
     metric.measure(ModelTestCase(input=..., actual_output=..., retrieval_context=[...]))
-    metric.score, metric.reason, metric.success
+    metric.score, metric.reason, metric.success, metric.verdicts_list
 
 A thin shell over :class:`~contextlens.metrics.contextual_relevancy.ContextualRelevancyScorer`,
 run through :func:`~contextlens.runner.aevaluate`. ``measure`` sets the last result on the
-object, as DeepEval does; nothing else about the object changes.
+object, as DeepEval does; nothing else about the object changes. ``LLMTestCase`` is
+DeepEval's name of :class:`~contextlens.schemas.ModelTestCase`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
+
+from pydantic import BaseModel
 
 from contextlens.compat.shell import Scored, judge_label, say, score_one
 from contextlens.errors import InputError, MetricComputationError
@@ -22,15 +26,52 @@ from contextlens.metrics.contextual_relevancy import (
     ContextualRelevancyScorer,
     ContextualRelevancyTemplate,
     RelevancyDetails,
+    StatementVerdict,
 )
-from contextlens.schemas import MetricResult, ModelTestCase
+from contextlens.schemas import LLMTestCase, MetricResult, ModelTestCase
 from contextlens.sync import run_sync
 
-__all__ = ["ContextualRelevancyMetric", "ContextualRelevancyTemplate", "ModelTestCase"]
+__all__ = [
+    "ContextualRelevancyMetric",
+    "ContextualRelevancyTemplate",
+    "ContextualRelevancyVerdict",
+    "ContextualRelevancyVerdicts",
+    "LLMTestCase",
+    "ModelTestCase",
+]
 
 Verdict = dict[str, Any]
 #: DeepEval scores a test case whose retrieval context is empty 0; so does its surface here.
 EMPTY_CONTEXT = "The retrieval context is empty: there are no statements to judge."
+
+
+class ContextualRelevancyVerdict(BaseModel):
+    """One statement of a chunk with its verdict (DeepEval's shape)."""
+
+    statement: str
+    verdict: str
+    reason: str | None = None
+
+
+class ContextualRelevancyVerdicts(BaseModel):
+    """The verdicts of one chunk of ``retrieval_context`` (DeepEval's ``verdicts_list``
+    holds one per chunk, in order)."""
+
+    verdicts: list[ContextualRelevancyVerdict]
+
+
+def _verdicts_list(
+    verdicts: list[StatementVerdict], n_chunks: int
+) -> list[ContextualRelevancyVerdicts]:
+    by_chunk: list[list[ContextualRelevancyVerdict]] = [[] for _ in range(n_chunks)]
+    for v in verdicts:
+        if 0 <= v.chunk < n_chunks:
+            by_chunk[v.chunk].append(
+                ContextualRelevancyVerdict(
+                    statement=v.statement, verdict=v.verdict, reason=v.reason
+                )
+            )
+    return [ContextualRelevancyVerdicts(verdicts=listed) for listed in by_chunk]
 
 
 class ContextualRelevancyMetric:
@@ -39,7 +80,8 @@ class ContextualRelevancyMetric:
     Args:
         threshold: the minimum passing score (1.0 in strict mode).
         model: None for the offline estimate (or the run's judge in
-            :func:`contextlens.evaluate`); a LangChain chat model; a
+            :func:`contextlens.evaluate`); a custom ``DeepEvalBaseLLM``-shaped model
+            (``get_model_name``, ``generate`` / ``a_generate``); a LangChain chat model; a
             :class:`~contextlens.judges.Judge`; a spec string (``"openai:gpt-4o-mini"``,
             ``"http://localhost:11434/v1#llama3.1"``) or a bare OpenAI model name.
         include_reason: ask for and return a reason.
@@ -51,6 +93,10 @@ class ContextualRelevancyMetric:
             (``generate_verdicts``, ``generate_reason``), an object with ``system`` /
             ``user`` strings, or a callable; see
             :mod:`contextlens.metrics.contextual_relevancy`.
+        name: agensight's: the metric's name; other than None it is the label it goes by
+            in :func:`contextlens.evaluate` (``contextual-relevancy:NAME``).
+        retrieval_context: agensight's: the chunks to judge in place of each test case's
+            own ``retrieval_context``.
         max_prompt_tokens: the prompt budget of one judge call (characters / 4); a chunk
             too large for a call of its own fails the case with its size, unsent.
         max_embed_tokens: offline, the longest text embedded (characters / 4); a longer
@@ -58,9 +104,10 @@ class ContextualRelevancyMetric:
         embedder: the embedder of the offline path (default: the bundled MiniLM).
 
     ``measure`` / ``a_measure`` set ``score``, ``reason``, ``success``, ``verdicts``,
-    ``evaluation_cost``, ``error`` and ``verbose_logs`` from the last call. ``verdicts`` are
-    dicts ``{chunk, statement, verdict, reason}``, ``chunk`` being the 0-based index in
-    ``retrieval_context``.
+    ``verdicts_list``, ``evaluation_cost``, ``error`` and ``verbose_logs`` from the last
+    call. ``verdicts`` are dicts ``{chunk, statement, verdict, reason}``, ``chunk`` being the
+    0-based index in ``retrieval_context``; ``verdicts_list`` is DeepEval's: one
+    :class:`ContextualRelevancyVerdicts` per chunk, in order.
     """
 
     def __init__(
@@ -72,6 +119,8 @@ class ContextualRelevancyMetric:
         strict_mode: bool = False,
         verbose_mode: bool = False,
         evaluation_template: Any = None,
+        name: str | None = None,
+        retrieval_context: Sequence[str] | str | None = None,
         *,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
@@ -87,6 +136,11 @@ class ContextualRelevancyMetric:
             max_embed_tokens=max_embed_tokens,
             judge=judge,
             embedder=embedder,
+            label=name,
+        )
+        self._name = name
+        self.retrieval_context = (
+            [retrieval_context] if isinstance(retrieval_context, str) else retrieval_context
         )
         self.async_mode = async_mode
         self.verbose_mode = verbose_mode
@@ -97,12 +151,13 @@ class ContextualRelevancyMetric:
         self.reason: str | None = None
         self.success: bool | None = None
         self.verdicts: list[Verdict] = []
+        self.verdicts_list: list[ContextualRelevancyVerdicts] = []
         self.evaluation_cost: float | None = None
         self.error: str | None = None
         self.verbose_logs: str | None = None
 
     # Configuration reads through to the metric it wraps.
-    name = property(lambda self: self.metric.name)
+    name = property(lambda self: self._name or self.metric.name)
     threshold = property(lambda self: self.metric.threshold)
     include_reason = property(lambda self: self.metric.include_reason)
     strict_mode = property(lambda self: self.metric.strict_mode)
@@ -132,6 +187,10 @@ class ContextualRelevancyMetric:
 
     async def a_measure(self, test_case: ModelTestCase, *args: Any, **kwargs: Any) -> float:
         """Asynchronous :meth:`measure`."""
+        if self.retrieval_context is not None:
+            test_case = test_case.model_copy(
+                update={"retrieval_context": list(self.retrieval_context)}
+            )
         try:
             scored = await score_one(self.metric, test_case)
         except InputError as exc:  # refused before scoring; DeepEval sets error, then raises
@@ -142,7 +201,7 @@ class ContextualRelevancyMetric:
                 update={"score": 0.0, "success": False, "reason": EMPTY_CONTEXT}
             )
             scored = Scored(empty, scored.accounting)
-        self._store(scored)
+        self._store(scored, len(test_case.retrieval_context or []))
         item = scored.item
         if self.verbose_mode:
             say(f"{self.__name__} ({self.evaluation_model})\n{self.verbose_logs}")
@@ -157,7 +216,7 @@ class ContextualRelevancyMetric:
         """Whether the last measured score passed the threshold."""
         return self.error is None and bool(self.success)
 
-    def _store(self, scored: Scored) -> None:
+    def _store(self, scored: Scored, n_chunks: int) -> None:
         item = scored.item
         self.result = MetricResult(
             metric=item.metric,
@@ -175,6 +234,7 @@ class ContextualRelevancyMetric:
         details = item.details
         listed = details.verdicts if isinstance(details, RelevancyDetails) else []
         self.verdicts = [v.model_dump(exclude_none=True) for v in listed]
+        self.verdicts_list = _verdicts_list(listed, n_chunks) if not item.failed else []
         self.evaluation_cost = scored.cost
         self.verbose_logs = (
             f"Verdicts:\n{json.dumps(self.verdicts, indent=2, ensure_ascii=False)}\n\n"

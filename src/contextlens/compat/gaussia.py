@@ -5,8 +5,15 @@
     for metric in metrics:
         metric.context_awareness, metric.interactions
 
+    context = Context(RetrieverClass, model=judge)      # gaussia's instance API
+    context.batch(session_id=..., context=..., assistant_id=..., batch=[...])
+    context.on_process_complete()
+    context.metrics
+
 A thin shell over :class:`~contextlens.metrics.context.ContextAwareness`, run through
-:func:`~contextlens.runner.aevaluate`. An interaction that could not be scored keeps a float
+:func:`~contextlens.runner.aevaluate`. The parts of a session (several ``batch`` calls,
+several ``Dataset`` objects, or :class:`StreamedBatch` items with one ``session_id``) are one
+session. An interaction that could not be scored keeps a float
 ``context_awareness`` (NaN, so gaussia's ``>= 0.8`` is False and ``:.2f`` prints ``nan``)
 with its ``error`` and ``failed``; the session mean and interval are over the scored ones,
 and ``n_failed`` counts the others.
@@ -14,12 +21,12 @@ and ``n_failed`` counts the others.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from contextlens.compat.shell import judge_label, say
+from contextlens.errors import InputError
 from contextlens.judges.base import Fence
 from contextlens.judges.parsing import DEFAULT_BOS, DEFAULT_EOS
 from contextlens.judges.resolve import as_backend
@@ -28,11 +35,20 @@ from contextlens.metrics.context import ContextAwareness, ContextDetails
 from contextlens.results import ItemResult
 from contextlens.retriever import Retriever
 from contextlens.runner import aevaluate
-from contextlens.schemas import Dataset
+from contextlens.schemas import Batch, Dataset, IterationLevel, SessionMetadata, StreamedBatch
 from contextlens.stats import FrequentistMode, StatisticalMode
 from contextlens.sync import run_sync
 
-__all__ = ["Context", "ContextInteraction", "ContextMetric"]
+__all__ = [
+    "Batch",
+    "Context",
+    "ContextInteraction",
+    "ContextMetric",
+    "Dataset",
+    "IterationLevel",
+    "SessionMetadata",
+    "StreamedBatch",
+]
 
 NAN = float("nan")
 
@@ -75,14 +91,6 @@ class ContextMetric(BaseModel):
     context_awareness_ci_high: float | None = None
     interactions: list[ContextInteraction]
     judge: str = "offline"
-
-
-def _load(retriever: type[Retriever] | Retriever, kwargs: dict[str, Any]) -> Iterable[Dataset]:
-    if isinstance(retriever, Retriever):
-        if kwargs:
-            raise TypeError(f"unexpected arguments for a retriever instance: {sorted(kwargs)}")
-        return retriever.load_dataset()
-    return retriever(**kwargs).load_dataset()
 
 
 def _details(item: ItemResult) -> ContextDetails | None:
@@ -144,32 +152,182 @@ def _tell(metric: ContextMetric) -> None:
             say(f"  {i.qa_id}: {i.context_awareness:.2f}  {i.reason}")
 
 
+def _mode(value: Any) -> StatisticalMode | None:
+    """``value`` when it is a statistical mode (``Context(mode)``), else None."""
+    return value if callable(getattr(value, "estimate", None)) else None
+
+
 class Context:
     """gaussia's context-awareness metric.
 
-    ``Context.run(...)`` / ``await Context.arun(...)`` evaluate every session a retriever
-    loads. An instance, ``Context(statistical_mode)``, is a metric for
-    :func:`contextlens.evaluate` (its ``metric`` is the core it wraps); its keyword-only
-    ``max_prompt_tokens`` and ``max_embed_tokens`` are the core's size limits (``run`` and
-    ``arun`` keep the defaults: their other keyword arguments go to the retriever).
+    As gaussia has it: ``Context(retriever, model, ...)`` loads the retriever's data, and
+    ``batch(...)`` takes the interactions of a session (several calls for one
+    ``session_id`` are one session), ``on_process_complete()`` scores every session given so
+    far and appends one :class:`ContextMetric` per session to ``metrics``; ``Context.run(...)``
+    / ``await Context.arun(...)`` do all of it for every session a retriever loads and return
+    ``metrics``. Sessions are scored together, concurrently, when ``on_process_complete``
+    runs.
+
+    Args:
+        retriever: a :class:`~contextlens.retriever.Retriever` class (made with
+            ``retriever_kwargs``) or instance; None for a metric to give
+            :func:`contextlens.evaluate` (``Context()`` or ``Context(statistical_mode)``).
+        model: the judge: a LangChain chat model, a DeepEval- or Opik-shaped model class, a
+            :class:`~contextlens.judges.Judge`, a spec string (``"openai:gpt-4o-mini"``,
+            ``"http://localhost:11434/v1#llama3.1"``), or None for the offline estimate (in
+            :func:`contextlens.evaluate`, the run's judge).
+        statistical_mode: :class:`~contextlens.stats.FrequentistMode` (default: the weighted
+            mean) or :class:`~contextlens.stats.BayesianMode` (with a credible interval).
+        use_structured_output: None (default) or True ask for constrained JSON where the
+            judge supports it; False sends the prompt alone.
+        strict: kept for gaussia's sake: every reply is validated against its schema.
+        bos_json_clause, eos_json_clause: where the judge is asked to put its JSON reply.
+        verbose: ``on_process_complete`` writes each session's and interaction's verdict
+            (failures with their reason) to stderr.
+        max_prompt_tokens, max_embed_tokens: the core's size limits (keyword-only).
+
+    ``metric`` is the core it wraps (:class:`~contextlens.metrics.context.ContextAwareness`).
     """
 
     def __init__(
         self,
+        retriever: type[Retriever] | Retriever | StatisticalMode | None = None,
+        model: Any = None,
         statistical_mode: StatisticalMode | None = None,
+        use_structured_output: bool | None = None,
+        strict: bool = True,
+        bos_json_clause: str = DEFAULT_BOS,
+        eos_json_clause: str = DEFAULT_EOS,
+        verbose: bool = False,
         *,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
+        **retriever_kwargs: Any,
     ) -> None:
+        if statistical_mode is None and _mode(retriever) is not None:
+            retriever, statistical_mode = None, _mode(retriever)
+        self.model = model
+        self.statistical_mode = statistical_mode or FrequentistMode()
+        self.use_structured_output = use_structured_output
+        self.strict = strict
+        self.bos_json_clause = bos_json_clause
+        self.eos_json_clause = eos_json_clause
+        self.verbose = verbose
+        self.metrics: list[ContextMetric] = []
+        judge = as_backend(model, use_structured_output=use_structured_output)
         self.metric = ContextAwareness(
-            statistical_mode or FrequentistMode(),
+            self.statistical_mode,
+            judge=judge,
+            fence=Fence(bos_json_clause, eos_json_clause),
             max_prompt_tokens=max_prompt_tokens,
             max_embed_tokens=max_embed_tokens,
         )
+        self._judge = judge
+        self._sessions: dict[str, Dataset] = {}
+        self._qa_ids: dict[str, set[str]] = {}
+        self.retriever: Retriever | None = None
+        self.dataset: Any = None
+        self.level = IterationLevel.FULL_DATASET
+        if retriever is None:
+            if retriever_kwargs:
+                raise TypeError(f"unexpected arguments: {sorted(retriever_kwargs)}")
+            return
+        if isinstance(retriever, type):
+            self.retriever = retriever(**retriever_kwargs)
+        elif retriever_kwargs:
+            raise TypeError(
+                f"unexpected arguments for a retriever instance: {sorted(retriever_kwargs)}"
+            )
+        else:
+            self.retriever = retriever  # type: ignore[assignment]
+        self.level = IterationLevel(
+            getattr(self.retriever, "iteration_level", IterationLevel.FULL_DATASET)
+        )
+        self.dataset = self.retriever.load_dataset()  # type: ignore[union-attr]
 
     @property
     def case_type(self) -> type:
         return self.metric.case_type
+
+    def batch(
+        self,
+        session_id: str,
+        context: str,
+        assistant_id: str,
+        batch: list[Batch],
+        language: str | None = "english",
+    ) -> None:
+        """Take interactions of the session ``session_id``; a session given in several calls
+        is one session. Its context and assistant must be the same in every call; a
+        ``qa_id`` may appear once per session. Scored by :meth:`on_process_complete`."""
+        given = [Batch.model_validate(b) for b in batch]
+        known = self._sessions.get(session_id)
+        if known is None:
+            known = self._sessions[session_id] = Dataset(
+                session_id=session_id,
+                assistant_id=assistant_id,
+                language=language,
+                context=context,
+                conversation=[],
+            )
+        for name, value in (("assistant_id", assistant_id), ("context", context)):
+            if getattr(known, name) != value:
+                raise InputError(
+                    f"session {session_id!r}: differs from the session's earlier part",
+                    field=name,
+                )
+        seen = self._qa_ids.setdefault(session_id, set())
+        for b in given:
+            if b.qa_id in seen:
+                raise InputError(
+                    f"duplicate qa_id {b.qa_id!r} in session {session_id!r}", field="qa_id"
+                )
+            seen.add(b.qa_id)
+        known.conversation.extend(given)
+
+    def on_process_complete(self) -> None:
+        """Score every session given to :meth:`batch` since the last call and append their
+        :class:`ContextMetric` to ``metrics``; works inside a running event loop too."""
+        run_sync(self.aon_process_complete())
+
+    async def aon_process_complete(self) -> None:
+        """Asynchronous :meth:`on_process_complete`."""
+        sessions, self._sessions, self._qa_ids = list(self._sessions.values()), {}, {}
+        if not sessions:
+            return
+        run = await aevaluate(sessions, [self.metric], progress=False, keep_results=True)
+        found = [to_context_metric(s, i) for s, i in zip(sessions, run.results, strict=True)]
+        if self.verbose:
+            say(f"contextlens Context: {len(found)} sessions, judge {judge_label(self._judge)}")
+            for metric in found:
+                _tell(metric)
+        self.metrics.extend(found)
+
+    def _take_dataset(self) -> None:
+        """Every element of the retriever's data through :meth:`batch`."""
+        if self.dataset is None:
+            return
+        for element in self.dataset:
+            if self.level is IterationLevel.STREAM_BATCHES:
+                streamed = StreamedBatch.model_validate(element)
+                meta = streamed.metadata
+                parts = (meta.session_id, meta.context, meta.assistant_id, [streamed.batch])
+                self.batch(*parts, meta.language)
+            else:
+                session = Dataset.model_validate(element)
+                self.batch(
+                    session.session_id,
+                    session.context,
+                    session.assistant_id,
+                    session.conversation,
+                    session.language,
+                )
+        self.dataset = None
+
+    async def _aprocess(self) -> list[ContextMetric]:
+        self._take_dataset()
+        await self.aon_process_complete()
+        return self.metrics
 
     @classmethod
     async def arun(
@@ -183,32 +341,20 @@ class Context:
         verbose: bool = False,
         **retriever_kwargs: Any,
     ) -> list[ContextMetric]:
-        """Evaluate every session the retriever loads; one :class:`ContextMetric` each.
-
-        ``model`` is a LangChain chat model, a :class:`~contextlens.judges.Judge`, a spec
-        string (``"openai:gpt-4o-mini"``, ``"http://localhost:11434/v1#llama3.1"``), or
-        None for the offline estimate. ``use_structured_output``: None (default) or True ask
-        for constrained JSON where the judge supports it, False sends the prompt alone.
-        ``verbose`` writes each session's and interaction's verdict (failures with their
-        reason) to stderr, for this call only. Other keyword
-        arguments go to the retriever.
-        """
-        judge = as_backend(model, use_structured_output=use_structured_output)
-        core = ContextAwareness(
-            statistical_mode or FrequentistMode(),
-            judge=judge,
-            fence=Fence(bos_json_clause, eos_json_clause),
+        """Evaluate every session the retriever loads; one :class:`ContextMetric` each, in
+        the order their sessions first appear. See the class for the arguments; other
+        keyword arguments go to the retriever."""
+        metric = cls(
+            retriever,
+            model=model,
+            statistical_mode=statistical_mode,
+            use_structured_output=use_structured_output,
+            bos_json_clause=bos_json_clause,
+            eos_json_clause=eos_json_clause,
+            verbose=verbose,
+            **retriever_kwargs,
         )
-        sessions = list(_load(retriever, retriever_kwargs))
-        if not sessions:
-            return []
-        run = await aevaluate(sessions, [core], progress=False, keep_results=True)
-        metrics = [to_context_metric(s, i) for s, i in zip(sessions, run.results, strict=True)]
-        if verbose:
-            say(f"contextlens Context: {len(metrics)} sessions, judge {judge_label(judge)}")
-            for metric in metrics:
-                _tell(metric)
-        return metrics
+        return await metric._aprocess()
 
     @classmethod
     def run(

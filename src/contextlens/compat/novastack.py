@@ -7,8 +7,8 @@
 
 A thin shell over :class:`~contextlens.metrics.context_similarity.ContextSimilarityScorer`,
 run through :func:`~contextlens.runner.aevaluate` (so embeddings are cached like every
-other run's). See that module for what each similarity mode means; unlike novastack, every
-score is in [0, 1].
+other run's). See that module for what each similarity mode means: ``"cosine"`` is
+novastack's number (0 where novastack's went negative), the other two are mapped to [0, 1].
 """
 
 from __future__ import annotations
@@ -131,8 +131,9 @@ class ContextSimilarityEvaluator:
         embed_model: None (the bundled offline MiniLM, or the run's embedder in
             :func:`contextlens.evaluate`); a LangChain, LlamaIndex or novastack embedding;
             :class:`HuggingFaceEmbedding`; a contextlens ``Embedder``.
-        similarity_mode: ``"cosine"``, ``"dot_product"`` or ``"euclidean"``; each maps to
-            [0, 1] (see :mod:`contextlens.metrics.context_similarity`).
+        similarity_mode: ``"cosine"`` (novastack's cosine, 0 where it is negative),
+            ``"dot_product"`` or ``"euclidean"`` (mapped to [0, 1]; see
+            :mod:`contextlens.metrics.context_similarity`).
         score_threshold: ``passing`` is ``score >= score_threshold``; in [0, 1].
         batch_size: at most this many texts per call of a user's embedding model.
         max_embed_tokens: the longest text embedded (characters / 4); a case with a longer

@@ -6,8 +6,12 @@
 
 A thin shell over :class:`~contextlens.metrics.context_precision.ContextPrecisionScorer`,
 run through :func:`~contextlens.runner.aevaluate`. Failures follow Opik: ``score`` /
-``ascore`` raise :class:`~contextlens.errors.MetricComputationError` with the reason;
+``ascore`` raise :class:`~contextlens.errors.MetricComputationError` ("Failed to calculate
+context precision score: ..." with the reason), except that an exception the user's own
+model raised, and that no retry could mend, reaches the caller as it is;
 :func:`to_score_result` turns a failed result into ``ScoreResult(scoring_failed=True)``.
+``few_shot_examples`` are Opik's list of dicts, given and read back
+(:data:`FEW_SHOT_EXAMPLES` are the defaults).
 """
 
 from __future__ import annotations
@@ -20,18 +24,35 @@ from pydantic import BaseModel
 
 from contextlens.compat.shell import judge_label, score_one
 from contextlens.errors import InputError, MetricComputationError
+from contextlens.judges.errors import user_errors
 from contextlens.judges.resolve import as_backend
 from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
-from contextlens.metrics.context_precision import ContextPrecisionScorer
+from contextlens.metrics.context_precision import (
+    DEFAULT_FEW_SHOT_EXAMPLES,
+    ContextPrecisionScorer,
+    FewShotExampleContextPrecision,
+)
 from contextlens.schemas import MetricResult, ModelTestCase
 from contextlens.store import record_score
 from contextlens.sync import run_sync
 
-__all__ = ["ContextPrecision", "ScoreResult", "to_score_result"]
+__all__ = ["FEW_SHOT_EXAMPLES", "ContextPrecision", "ScoreResult", "to_score_result"]
 
 #: Opik's name of the metric: the ``name`` of its score results. In a run the metric goes by
 #: its registered name, ``context-precision`` (another ``name`` is the instance's label).
 DEFAULT_NAME = "context_precision_metric"
+
+#: Opik's message when a context precision score could not be had.
+SCORE_CALC_FAILED = "Failed to calculate context precision score"
+
+
+def _as_dicts(examples: Sequence[FewShotExampleContextPrecision]) -> list[dict[str, Any]]:
+    return [example.model_dump() for example in examples]
+
+
+#: The default few-shot examples, as Opik's list of dicts (``title``, ``input``,
+#: ``expected_output``, ``context``, ``output``, ``context_precision_score``, ``reason``).
+FEW_SHOT_EXAMPLES: list[dict[str, Any]] = _as_dicts(DEFAULT_FEW_SHOT_EXAMPLES)
 
 
 @dataclass
@@ -84,16 +105,19 @@ class ContextPrecision:
 
     Args:
         model: None for the offline estimate (or the run's judge in
-            :func:`contextlens.evaluate`); a LangChain chat model; a
+            :func:`contextlens.evaluate`); a custom ``OpikBaseModel``-shaped model
+            (``generate_chat_completion``, ``generate_string``, ``generate_provider_response``
+            or their async twins); a LangChain chat model; a
             :class:`~contextlens.judges.Judge`; a spec string (``"openai:gpt-4o-mini"``,
             ``"http://localhost:11434/v1#llama3.1"``, ``"litellm:..."``) or a bare model
             name such as ``"gpt-4o"`` (OpenAI).
         name: the name of every :class:`ScoreResult`. In :func:`contextlens.evaluate` the
             metric goes by ``context-precision``; a name other than Opik's default is its
             label there (``context-precision:NAME``), so two can run side by side.
-        few_shot_examples: replaces the default examples; a list of dicts or pydantic
-            objects with ``title, input, expected_output, context, output,
-            context_precision_score, reason``. None uses the defaults; ``[]`` uses none.
+        few_shot_examples: replaces the default examples; a list of dicts (Opik's) or
+            pydantic objects with ``title, input, expected_output, context, output,
+            context_precision_score, reason``. None uses the defaults
+            (:data:`FEW_SHOT_EXAMPLES`); ``[]`` uses none. Read back as a list of dicts.
         track: nothing is ever sent anywhere. When a local run store is configured
             (:func:`contextlens.store.configure`), each score is recorded there; otherwise
             nothing is stored.
@@ -138,7 +162,11 @@ class ContextPrecision:
         self.judge_name = judge_label(judge)
 
     name = property(lambda self: self._name)
-    few_shot_examples = property(lambda self: self.metric.few_shot_examples)
+
+    @property
+    def few_shot_examples(self) -> list[dict[str, Any]]:
+        """The examples in use, as Opik's list of dicts (a fresh copy)."""
+        return _as_dicts(self.metric.few_shot_examples)
 
     def __repr__(self) -> str:
         return f"ContextPrecision(name={self.name!r}, judge={self.judge_name!r})"
@@ -151,7 +179,8 @@ class ContextPrecision:
         context: list[str],
         **ignored_kwargs: Any,
     ) -> ScoreResult:
-        """Score one case; raises :class:`MetricComputationError` when no score can be had."""
+        """Score one case; raises :class:`MetricComputationError` when no score can be had,
+        or the exception of the user's own model that failed the judge call."""
         if not isinstance(output, str):
             raise InputError(f"expected the output as a string, got {output!r:.60}", field="output")
         case = ModelTestCase(  # Opik's context: precision reads it, with or without chunks
@@ -160,14 +189,17 @@ class ContextPrecision:
             expected_output=expected_output,
             context=_chunks(context),
         )
-        item = (await score_one(self.metric, case)).item
+        with user_errors() as raised:
+            item = (await score_one(self.metric, case)).item
         if self.track:
             label = (input or output)[:80]
             record_score(item.metric, label, item.score, item.reason, item.error)
         if item.failed:
             if isinstance(item.exception, InputError):
                 raise item.exception
-            raise MetricComputationError(f"{self.name}: {item.error}")
+            if raised:
+                raise raised[-1]
+            raise MetricComputationError(f"{SCORE_CALC_FAILED}: {self.name}: {item.error}")
         result = MetricResult(
             metric=item.metric, score=item.score, reason=item.reason, details=item.details
         )

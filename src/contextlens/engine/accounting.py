@@ -181,14 +181,17 @@ class Ledger:
         retries: int = 0,
         failures: int = 0,
         seconds: float = 0.0,
+        cost: float | None = None,
     ) -> None:
         """Add to the counts of (``metric``, ``judge``).
 
-        ``usage`` is priced with ``model``; when the model has no price, ``calls`` are
-        counted as ``unpriced_calls`` and the cost is left out.
+        ``cost`` is what the backend reported the calls cost; without it ``usage`` is priced
+        with ``model``, and when the model has no price, ``calls`` are counted as
+        ``unpriced_calls`` and the cost is left out.
         """
         usage = usage or Usage()
-        cost = self.prices.cost(model, usage)
+        if cost is None:
+            cost = self.prices.cost(model, usage)
         with self._lock:
             counts = self._counts.get((metric, judge))
             if counts is None:
@@ -298,9 +301,11 @@ def record(
     failures: int = 0,
     seconds: float = 0.0,
     metric: str | None = None,
+    cost: float | None = None,
 ) -> None:
     """Record into the current ledger under the current metric (or ``metric``); does
-    nothing when no ledger is current."""
+    nothing when no ledger is current. ``cost``: what the backend reported (see
+    :meth:`Ledger.record`)."""
     ledger = current_ledger.get()
     if ledger is None:
         return
@@ -315,4 +320,5 @@ def record(
         retries=retries,
         failures=failures,
         seconds=seconds,
+        cost=cost,
     )

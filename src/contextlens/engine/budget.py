@@ -5,9 +5,11 @@ as UTF-8 bytes (no byte-level tokenizer makes more tokens than that; the model's
 tokenizer where it is known, with a margin) plus every completion token it may take, at the
 model's price. The call is sent only when what is spent, what calls in flight have reserved
 and this reservation stay within the cap; otherwise :class:`CostCapReached` stops the run.
-A call that was answered is charged what its usage says; one that timed out or whose
-connection dropped may have been billed, so it is charged its whole reservation; a refused
-connection or an error reply is charged nothing. What is spent therefore never passes the cap.
+A call that was answered is charged what its backend reported it cost, else what its usage
+says; one that timed out or whose connection dropped may have been billed, so it is charged
+its whole reservation; a refused connection or an error reply is charged nothing. What is
+spent therefore never passes the cap unless a backend reports more than the model's price
+allows (then the reported cost is charged, and no further call is sent).
 """
 
 from __future__ import annotations
@@ -37,13 +39,17 @@ class Spend:
         self.cap, self.model, self.reserved = cap, model, reserved
         self.charged: float | None = None
 
-    def charge(self, usage: Usage) -> None:
-        """The call was answered with ``usage``: its cost, at most what was reserved (all of
-        it when the reply reports no usage)."""
+    def charge(self, usage: Usage, cost: float | None = None) -> None:
+        """The call was answered with ``usage``: the ``cost`` its backend reported when it
+        did (what the run's ledger counts too), else ``usage`` at the model's price, at most
+        what was reserved (all of it when the reply reports no usage)."""
         if self.cap is None:
             return
-        cost = self.cap.prices.cost(self.model, usage) if usage.total_tokens else None
-        self.charged = min(self.reserved, cost if cost is not None else self.reserved)
+        if cost is not None:
+            self.charged = cost
+            return
+        priced = self.cap.prices.cost(self.model, usage) if usage.total_tokens else None
+        self.charged = min(self.reserved, priced if priced is not None else self.reserved)
 
     def release(self) -> None:
         """The call cost nothing (refused, or an error reply): nothing is charged."""

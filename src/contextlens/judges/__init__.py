@@ -10,6 +10,7 @@ from contextlens.backend import (
     Usage,
 )
 from contextlens.judges.base import Fence, Judge, Judgement
+from contextlens.judges.foreign import DeepEvalModelBackend, OpikModelBackend
 from contextlens.judges.langchain import LangChainBackend
 from contextlens.judges.litellm import LiteLLMBackend
 from contextlens.judges.llm import LLMJudge
@@ -21,6 +22,7 @@ from contextlens.judges.spec import JudgeSettings, JudgeSpec
 __all__ = [
     "ChatBackend",
     "Completion",
+    "DeepEvalModelBackend",
     "FatalError",
     "Fence",
     "Judge",
@@ -33,6 +35,7 @@ __all__ = [
     "Message",
     "OpenAIClientBackend",
     "OpenAICompatBackend",
+    "OpikModelBackend",
     "RateLimited",
     "TransientError",
     "Usage",

@@ -4,26 +4,32 @@ LangChain models, LiteLLM and provider SDKs (openai, anthropic, httpx underneath
 own exception types. :func:`as_backend_error` reads what they share (an HTTP status, the
 response headers, the class names of a timeout or a connection failure) without importing any
 of them, so a rate limit is retried after its ``Retry-After`` and slows the limiter whichever
-library reported it.
+library reported it. The original is kept as the mapped error's ``__cause__``;
+:func:`user_errors` collects the users' own exceptions that failed a call for good, for a
+surface that lets them through.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from contextlens.backend import (
     BackendConnectionError,
     BackendError,
     BackendTimeout,
     FatalError,
+    InvalidReply,
     RateLimited,
     http_error,
     retry_after_from,
 )
+from contextlens.errors import ContextLensError
 
-__all__ = ["as_backend_error", "is_reply_error"]
+__all__ = ["as_backend_error", "is_reply_error", "note_failure", "user_errors"]
 
 _MAX_CHARS = 300
 
@@ -97,3 +103,33 @@ def as_backend_error(exc: BaseException) -> BackendError:
     if isinstance(exc, ConnectionError) or "connection" in names:
         return BackendConnectionError(message)
     return FatalError(message)
+
+
+_user_errors: ContextVar[list[BaseException] | None] = ContextVar(
+    "contextlens_user_errors", default=None
+)
+
+
+@contextmanager
+def user_errors() -> Iterator[list[BaseException]]:
+    """The exceptions of users' models that failed a judge call for good inside the block
+    (tasks it starts included), in order: for a surface that lets a model's own exception
+    through, as Opik's does."""
+    found: list[BaseException] = []
+    token = _user_errors.set(found)
+    try:
+        yield found
+    finally:
+        _user_errors.reset(token)
+
+
+def note_failure(exc: BaseException) -> None:
+    """A judge call failed for good with ``exc``: when it is a fatal error caused by the
+    user's own exception (a backend maps it and keeps it as ``__cause__``), that exception
+    is noted for :func:`user_errors`. Nothing happens outside such a block."""
+    found = _user_errors.get()
+    if found is None or not isinstance(exc, FatalError) or isinstance(exc, InvalidReply):
+        return
+    cause = exc.__cause__
+    if cause is not None and not isinstance(cause, ContextLensError):
+        found.append(cause)

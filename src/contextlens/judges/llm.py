@@ -36,6 +36,7 @@ from contextlens.engine.retry import RetryPolicy, call_with_retry, within
 from contextlens.engine.tokens import BYTES, CHARS, counter_for
 from contextlens.errors import JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judgement
+from contextlens.judges.errors import note_failure
 from contextlens.judges.parsing import (
     ReplyError,
     compact_schema_json,
@@ -170,6 +171,35 @@ class LLMJudge:
             prompt = math.ceil(counter.prompt(size.messages, size.schema_text) * 1.05) + 16
         return Usage(prompt_tokens=prompt, completion_tokens=size.max_tokens)
 
+    def _constrained(self, reply: Completion) -> bool:
+        """Whether ``reply`` was decoded under its schema: parsed by the backend, as the reply
+        or the backend says (a cached reply has only the backend's word), or as the reply
+        format the backend uses now (one that stepped down to the prompt alone is not)."""
+        if reply.parsed is not None:
+            return True
+        if reply.constrained is not None:
+            return reply.constrained
+        known = getattr(self.backend, "constrained", None)
+        if isinstance(known, bool):
+            return known
+        current = getattr(getattr(self.backend, "formats", None), "current", None)
+        if isinstance(current, str):
+            return current != "off"
+        return bool(self.backend.use_structured_output)
+
+    def read(self, reply: Completion, schema: type[T], *, fence: Fence = DEFAULT_FENCE) -> T:
+        """``reply`` validated as this judge reads its replies: strictly when it was decoded
+        under the schema, leniently where the schema allows it otherwise (see
+        :func:`~contextlens.judges.parsing.parse_reply`)."""
+        return parse_reply(
+            reply.text,
+            schema,
+            parsed=reply.parsed,
+            bos=fence.bos,
+            eos=fence.eos,
+            constrained=self._constrained(reply),
+        )
+
     def _record(self, **counts: Any) -> None:
         accounting.record(judge=self.name, model=self.backend.model, **counts)
 
@@ -234,9 +264,9 @@ class LLMJudge:
                     except BaseException:  # a cancellation, or a backend's own exception
                         self._record(calls=1)
                         raise
-                    cost.charge(reply.usage)
+                    cost.charge(reply.usage, reply.cost)
                 self.reach.on_answer()
-                self._record(calls=1, usage=reply.usage, seconds=reply.latency)
+                self._record(calls=1, usage=reply.usage, seconds=reply.latency, cost=reply.cost)
             self.limiter.on_success()
             return reply
 
@@ -276,9 +306,7 @@ class LLMJudge:
                 if key is not None:
                     settled.append((key, reply))
                 usage, latency = usage + reply.usage, latency + reply.latency
-                output = parse_reply(
-                    reply.text, schema, parsed=reply.parsed, bos=fence.bos, eos=fence.eos
-                )
+                output = self.read(reply, schema, fence=fence)
             except (ReplyError, InvalidReply) as exc:
                 # InvalidReply: a backend that enforces the schema itself said no.
                 raw = exc.raw if isinstance(exc, InvalidReply) else reply.text
@@ -300,6 +328,7 @@ class LLMJudge:
                 raise
             except Exception as exc:
                 self._record(failures=1)
+                note_failure(exc)
                 raise JudgeError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
             for cache_key, completion in settled:
                 self.cache.put_completion(cache_key, completion)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from contextlens.backend import Message
 from contextlens.judges.base import DEFAULT_BOS, DEFAULT_EOS
-from contextlens.judges.schema import wire_schema_json
+from contextlens.judges.schema import LENIENT, wire_schema_json
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -97,16 +97,19 @@ def _valid_unicode(value: Any) -> Any:
     return value
 
 
-def validate(data: Any, schema: type[T]) -> T:
-    """Validate ``data`` (an object, dict or JSON string) against ``schema``."""
+def validate(data: Any, schema: type[T], *, lenient: bool = False) -> T:
+    """Validate ``data`` (an object, dict or JSON string) against ``schema``; ``lenient``
+    for a reply that was not decoded under the schema (see
+    :func:`~contextlens.judges.schema.verdict_token`)."""
     if isinstance(data, schema):
         return data
     if isinstance(data, BaseModel):
         data = data.model_dump()
+    context = LENIENT if lenient else None
     try:
         if isinstance(data, str):
-            return schema.model_validate_json(data)
-        return schema.model_validate(_valid_unicode(data))
+            return schema.model_validate_json(data, context=context)
+        return schema.model_validate(_valid_unicode(data), context=context)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()
@@ -121,15 +124,18 @@ def parse_reply(
     parsed: Any = None,
     bos: str = DEFAULT_BOS,
     eos: str = DEFAULT_EOS,
+    constrained: bool = True,
 ) -> T:
     """A validated ``schema`` object from a backend's reply.
 
     ``parsed`` is what a backend with structured output already decoded; it is validated
-    the same way as text.
+    the same way as text, strictly. Text that was not decoded under the schema
+    (``constrained=False``: a judge asked with the prompt alone) is read leniently where the
+    schema allows it: a verdict ``"Yes."`` counts as ``"yes"``, as DeepEval reads it.
     """
     if parsed is not None:
         return validate(parsed, schema)
-    return validate(extract_json(text, bos, eos), schema)
+    return validate(extract_json(text, bos, eos), schema, lenient=not constrained)
 
 
 def compact_schema_json(schema: type[BaseModel]) -> str:

@@ -5,8 +5,9 @@
 - a spec string (``"openai:MODEL"``, ``"http://HOST:PORT/v1#MODEL"``, ...) or a
   :class:`~contextlens.judges.spec.JudgeSpec`: the backend it names (see
   :mod:`contextlens.judges.spec`).
-- a :class:`Judge` is used as is; a :class:`ChatBackend`, a LangChain chat model or an
-  ``openai`` SDK client wrapped in :class:`OpenAIClientBackend` become an :class:`LLMJudge`.
+- a :class:`Judge` is used as is; a :class:`ChatBackend`, a DeepEval-shaped or Opik-shaped
+  model class (:mod:`contextlens.judges.foreign`), a LangChain chat model or an ``openai``
+  SDK client wrapped in :class:`OpenAIClientBackend` become an :class:`LLMJudge`.
 
 :func:`as_backend` only builds objects (it changes no shared state, so a metric may call it
 when constructed); :func:`resolve_judge` attaches the engine: cache, the run's limiters,
@@ -22,6 +23,12 @@ from contextlens.engine.cache import Cache, NullCache
 from contextlens.engine.limiter import Limits
 from contextlens.engine.retry import RetryPolicy
 from contextlens.judges.base import Judge
+from contextlens.judges.foreign import (
+    DeepEvalModelBackend,
+    OpikModelBackend,
+    is_deepeval_model,
+    is_opik_model,
+)
 from contextlens.judges.langchain import LangChainBackend, is_langchain_model
 from contextlens.judges.llm import LLMJudge
 from contextlens.judges.openai_sdk import is_openai_client
@@ -56,8 +63,10 @@ def as_backend(
 
     ``None`` stays ``None`` (no preference) and ``"offline"`` stays ``"offline"``; a spec
     becomes its backend (``use_structured_output``, ``temperature`` and ``seed`` apply to
-    specs, under the spec's own settings); a LangChain model is wrapped in a
-    :class:`LangChainBackend`; a backend or a judge is kept.
+    specs, under the spec's own settings); a DeepEval-shaped model is wrapped in a
+    :class:`DeepEvalModelBackend`, an Opik-shaped one in an :class:`OpikModelBackend`, a
+    LangChain model in a :class:`LangChainBackend` (``use_structured_output`` applies to
+    them too); a backend or a judge is kept.
     """
     if model is None:
         return None
@@ -76,6 +85,10 @@ def as_backend(
             f"an {type(model).__name__} client does not say which model to ask: pass "
             "OpenAIClientBackend(client, 'MODEL') from contextlens.judges"
         )
+    if is_deepeval_model(model):
+        return DeepEvalModelBackend(model, use_structured_output=use_structured_output)
+    if is_opik_model(model):
+        return OpikModelBackend(model, use_structured_output=use_structured_output)
     if is_langchain_model(model):
         return LangChainBackend(model, use_structured_output=use_structured_output)
     if callable(getattr(model, "judge", None)):
@@ -86,7 +99,8 @@ def as_backend(
         )
     raise TypeError(
         f"cannot judge with a {type(model).__name__}: pass a spec string, a LangChain chat "
-        "model, a ChatBackend or a Judge"
+        "model, a DeepEval-shaped model (get_model_name, generate / a_generate), an "
+        "Opik-shaped model (generate_string / agenerate_string), a ChatBackend or a Judge"
     )
 
 

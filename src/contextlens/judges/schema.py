@@ -16,19 +16,22 @@ import json
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, WithJsonSchema
 
 from contextlens.backend import Message
 
 __all__ = [
     "DEFAULT_REPLY_TOKENS",
+    "LENIENT",
     "SCORE_ANCHORS",
     "Score",
+    "Verdict",
     "field_line",
     "reply_token_budget",
     "text_field",
+    "verdict_token",
     "wire_schema",
     "wire_schema_json",
 ]
@@ -44,6 +47,34 @@ Score = Annotated[
     Field(ge=0.0, le=1.0, allow_inf_nan=False),
     WithJsonSchema({"type": "number", "enum": list(SCORE_ANCHORS), "description": "0.0 to 1.0"}),
 ]
+
+#: The validation context of a reply that was not decoded under its schema (a judge asked
+#: with the prompt alone): fields that allow it read the reply leniently.
+LENIENT: dict[str, Any] = {"lenient": True}
+
+#: What may surround a verdict word in a free-text reply: spaces, punctuation, quotes.
+_EDGES = " \t\r\n.,;:!?\"'`*_()[]{}"
+
+
+def verdict_token(value: Any, info: ValidationInfo) -> Any:
+    """A verdict of a reply read leniently as ``"yes"`` or ``"no"``: case, the spaces and
+    punctuation around it, and text after it that does not continue the word (``"Yes."``,
+    ``" NO "``, ``"no, off topic"``) do not count. Anything else, and every verdict of a
+    constrained reply, is left for the schema to judge (``"nope"`` and ``"Yes"`` from a
+    grammar-constrained reply fail)."""
+    if not isinstance(value, str) or not (info.context or {}).get("lenient"):
+        return value
+    token = value.strip(_EDGES).casefold()
+    for word in ("yes", "no"):
+        rest = token[len(word) : len(word) + 1]
+        if token.startswith(word) and not (rest.isascii() and rest.isalnum()):
+            return word
+    return value
+
+
+#: A yes/no verdict of a reply schema; unconstrained replies are read as :func:`verdict_token`
+#: says.
+Verdict = Annotated[Literal["yes", "no"], BeforeValidator(verdict_token)]
 
 #: Completion tokens allowed for a reply whose schema says nothing of its size.
 DEFAULT_REPLY_TOKENS = 512

@@ -3,10 +3,11 @@ prompts are built, and the size limits of what a metric sends to a judge or an e
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import math
-import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -153,9 +154,8 @@ def load_prompt(name: str, package: str = "contextlens.metrics.prompts") -> Temp
     return Template(text)
 
 
-#: The tags of the data blocks the prompts use. Every block defuses every one of them, so no
-#: evaluated text can close its own block or forge another (an output holding
-#: ``<expected_output>...</expected_output>``). A tag first used by :func:`data_block` joins.
+#: The names of the data blocks the prompts use (a name first used by :class:`DataBlocks`
+#: joins): what a forged block would have to be called.
 DATA_TAGS: set[str] = {
     "input",
     "output",
@@ -170,25 +170,50 @@ DATA_TAGS: set[str] = {
 _tags_lock = threading.Lock()
 
 
-def data_block(tag: str, text: str) -> str:
-    """``text`` inside ``<tag>`` delimiters, with every data-block delimiter in it defused.
+class DataBlocks:
+    """The data blocks of one prompt, with boundaries the data cannot contain.
 
     Evaluated text is data: it must not be able to close its block, open another, and speak
-    as the prompt. ``<tag>``, ``</tag>`` and ``<tag attr=...>`` of every tag in
-    :data:`DATA_TAGS`, in any case and spacing, become ``&lt;...&gt;``.
+    as the prompt. Each block is ``<NAME_MARK>``, a newline, the text exactly as given, a
+    newline, ``</NAME_MARK>``. ``MARK`` is derived from a hash of every text of the prompt
+    (given to the constructor), and re-derived in the rare case that any of them holds
+    ``_MARK>``: no text can hold a boundary of its prompt, so none can end its block early
+    or forge another, and nothing in a text is rewritten. The same texts give the same mark,
+    so the same case gives the same prompt (and the same cache key).
     """
-    if tag not in DATA_TAGS:
-        with _tags_lock:
-            DATA_TAGS.add(tag)
-    defused = _delimiters(frozenset(DATA_TAGS)).sub(lambda m: f"&lt;{m.group(1)}&gt;", text)
-    return f"<{tag}>\n{defused}\n</{tag}>"
+
+    def __init__(self, *texts: str | None) -> None:
+        given = [t or "" for t in texts]
+        self.mark = next(m for m in self.candidates(given) if not any(f"_{m}>" in t for t in given))
+        self._texts = set(given)
+
+    @staticmethod
+    def candidates(texts: Sequence[str]) -> Iterator[str]:
+        """The marks ``texts`` may get, in the order they are tried: six hex digits of a
+        blake2b hash of the texts and a counter."""
+        digest = hashlib.blake2b(digest_size=8)
+        for text in texts:
+            data = text.encode("utf-8", "surrogatepass")
+            digest.update(len(data).to_bytes(8, "little") + data)
+        for salt in itertools.count():
+            candidate = digest.copy()
+            candidate.update(salt.to_bytes(8, "little"))
+            yield candidate.hexdigest()[:6]
+
+    def __call__(self, tag: str, text: str) -> str:
+        """``text`` in a block named ``tag`` (one of the texts the blocks were made for)."""
+        if text and text not in self._texts:
+            raise ValueError(f"data block {tag!r}: the text is not one of this prompt's texts")
+        if tag not in DATA_TAGS:
+            with _tags_lock:
+                DATA_TAGS.add(tag)
+        return f"<{tag}_{self.mark}>\n{text}\n</{tag}_{self.mark}>"
 
 
-@cache
-def _delimiters(tags: frozenset[str]) -> re.Pattern[str]:
-    """An opening or closing delimiter of any of ``tags``, with or without attributes."""
-    names = "|".join(sorted(map(re.escape, tags), key=len, reverse=True))
-    return re.compile(rf"<(\s*/?\s*(?:{names})(?:\s[^<>]*)?\s*/?\s*)>", re.IGNORECASE)
+def data_block(tag: str, text: str) -> str:
+    """``text`` alone in a block named ``tag`` (see :class:`DataBlocks`); a prompt with
+    several texts makes one :class:`DataBlocks` of all of them."""
+    return DataBlocks(text)(tag, text)
 
 
 def build_messages(

@@ -33,11 +33,11 @@ from contextlens.backend import Message
 from contextlens.embeddings.base import Embedder, embed_distinct
 from contextlens.errors import JudgeError
 from contextlens.judges.base import Reply
-from contextlens.judges.schema import text_field
+from contextlens.judges.schema import Verdict, text_field
 from contextlens.metrics.base import (
+    DataBlocks,
     Services,
     build_messages,
-    data_block,
     prompt_over_budget,
     raw_reply,
     too_long,
@@ -106,7 +106,7 @@ def claims_schema(n_chunks: int, max_claims: int) -> type[ClaimsReply]:
             Field(description="the number of the closest chunk; 0 when no chunk is about it"),
         ),
         reason=(str, text_field("at most fifteen words", 120)),
-        verdict=(Literal["yes", "no"], ...),
+        verdict=(Verdict, ...),
     )
     model = create_model(
         "Claims",
@@ -120,11 +120,13 @@ def claims_schema(n_chunks: int, max_claims: int) -> type[ClaimsReply]:
     return model
 
 
-def chunk_blocks(texts: Sequence[str]) -> str:
-    """The chunks in numbered data blocks (1-based, in rank order)."""
+def chunk_blocks(texts: Sequence[str], block: DataBlocks | None = None) -> str:
+    """The chunks in numbered data blocks (1-based, in rank order); ``block``: the data
+    blocks of the whole prompt, which holds the chunks' texts."""
     if not texts:
         return "There are no retrieved chunks."
-    return "\n\n".join(f"Chunk {k}:\n{data_block('chunk', t)}" for k, t in enumerate(texts, 1))
+    block = block or DataBlocks(*texts)
+    return "\n\n".join(f"Chunk {k}:\n{block('chunk', t)}" for k, t in enumerate(texts, 1))
 
 
 def _max_claims(text: str) -> int:
@@ -149,13 +151,15 @@ class ClaimCheck:
     def messages(self, question: str, text: str, units: Sequence[Unit]) -> list[Message]:
         """The judge prompt: instructions, then the question, the text and the chunks."""
         schema = claims_schema(len(units), _max_claims(text))
+        texts = [u.text for u in units]
+        block = DataBlocks(question, text, *texts)
         return build_messages(
             self.system_prompt,
             self.user_prompt,
             schema,
-            input=data_block("input", question),
-            text=data_block(self.text_tag, text),
-            chunks=chunk_blocks([u.text for u in units]),
+            input=block("input", question),
+            text=block(self.text_tag, text),
+            chunks=chunk_blocks(texts, block),
         )
 
     async def score(

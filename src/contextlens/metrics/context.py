@@ -30,9 +30,9 @@ from contextlens.judges.schema import Score, text_field
 from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
+    DataBlocks,
     Services,
     build_messages,
-    data_block,
     prompt_over_budget,
     raw_reply,
     size_limit,
@@ -86,19 +86,26 @@ class ContextDetails(MetricDetails):
 
 def context_messages(session: Dataset, batch: Batch, fence: Fence = DEFAULT_FENCE) -> list[Message]:
     """The judge prompt for one interaction; every evaluated text sits in its own block."""
+    block = DataBlocks(
+        session.context,
+        batch.query,
+        batch.assistant,
+        batch.ground_truth_assistant,
+        batch.observation,
+    )
     extra = ""
     if batch.ground_truth_assistant.strip():
-        extra += "\n" + data_block("reference_reply", batch.ground_truth_assistant)
+        extra += "\n" + block("reference_reply", batch.ground_truth_assistant)
     if batch.observation:
-        extra += "\n" + data_block("observation", batch.observation)
+        extra += "\n" + block("observation", batch.observation)
     return build_messages(
         "context_system.md",
         "context_user.md",
         ContextVerdict,
         fence,
-        context=data_block("context", session.context),
-        query=data_block("user_query", batch.query),
-        reply=data_block("assistant_reply", batch.assistant),
+        context=block("context", session.context),
+        query=block("user_query", batch.query),
+        reply=block("assistant_reply", batch.assistant),
         extra=extra,
     )
 
@@ -160,6 +167,13 @@ class ContextAwareness:
 
     async def score(self, case: Dataset, services: Services) -> MetricResult:
         """Score every interaction of the session ``case`` and aggregate them."""
+        if not case.conversation:
+            return MetricResult(
+                metric=self.name,
+                score=None,
+                error="the session has no interactions: nothing to score",
+                details=ContextDetails(judge=services.judge.name if services.judge else "offline"),
+            )
         weights = resolve_weights([b.weight for b in case.conversation], label=case.session_id)
         if services.judge is None:
             found = await self._offline(case, services)

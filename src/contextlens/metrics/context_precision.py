@@ -12,6 +12,7 @@ Opik's surface over it is :class:`contextlens.compat.opik.ContextPrecision`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,9 +32,9 @@ from contextlens.judges.schema import Score, text_field
 from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
+    DataBlocks,
     Services,
     build_messages,
-    data_block,
     prompt_over_budget,
     raw_reply,
     size_limit,
@@ -211,11 +212,21 @@ def validate_few_shot_examples(
     return tuple(checked)
 
 
-def _context_blocks(context: str | Sequence[str]) -> str:
-    chunks = [context] if isinstance(context, str) else list(context)
+def _chunks(context: str | Sequence[str]) -> list[str]:
+    return [context] if isinstance(context, str) else list(context)
+
+
+def _context_blocks(context: str | Sequence[str], block: DataBlocks) -> str:
+    chunks = _chunks(context)
     if not chunks:
         return "There is no context for this case."
-    return "\n".join(data_block("context", chunk) for chunk in chunks)
+    return "\n".join(block("context", chunk) for chunk in chunks)
+
+
+def _blocks(
+    input: str, output: str, expected_output: str, context: str | Sequence[str]
+) -> DataBlocks:
+    return DataBlocks(input, output, expected_output, *_chunks(context))
 
 
 def render_examples(
@@ -225,14 +236,21 @@ def render_examples(
     if not examples:
         return ""
     bos, eos = fence.bos, fence.eos
-    parts = ["Worked examples (their blocks are data too; each verdict shows your reply's form):"]
+    parts = [
+        "Worked examples (each case's data as one JSON object; each verdict shows "
+        "your reply's form):"
+    ]
     for i, ex in enumerate(examples, 1):
         verdict = PrecisionVerdict(reason=ex.reason, score=ex.context_precision_score)
+        data = {
+            "input": ex.input,
+            "output": ex.output,
+            "expected_output": ex.expected_output,
+            "context": ex.context,
+        }
         parts.append(
             f"### Example {i}: {ex.title}\n"
-            f"{data_block('input', ex.input)}\n{data_block('output', ex.output)}\n"
-            f"{data_block('expected_output', ex.expected_output)}\n"
-            f"{_context_blocks(ex.context)}\n"
+            f"Case: {json.dumps(data, ensure_ascii=False)}\n"
             f"Verdict:\n{bos}\n{verdict.model_dump_json()}\n{eos}"
         )
     return "\n\n".join(parts) + "\n"
@@ -244,16 +262,17 @@ def precision_messages(
     fence: Fence = DEFAULT_FENCE,
 ) -> list[Message]:
     """The judge prompt for one case: instructions and examples, then the case as data."""
+    block = _blocks(case.input, case.output, case.expected_output, case.context)
     return build_messages(
         "context_precision_system.md",
         "context_precision_user.md",
         PrecisionVerdict,
         fence,
         system_values={"examples": render_examples(examples, fence)},
-        input=data_block("input", case.input),
-        output=data_block("output", case.output),
-        expected_output=data_block("expected_output", case.expected_output),
-        context=_context_blocks(case.context),
+        input=block("input", case.input),
+        output=block("output", case.output),
+        expected_output=block("expected_output", case.expected_output),
+        context=_context_blocks(case.context, block),
     )
 
 

@@ -38,14 +38,14 @@ from contextlens.backend import Message, Usage
 from contextlens.embeddings.base import Embedder
 from contextlens.errors import InputError, JudgeError
 from contextlens.judges.base import Judgement, Reply
-from contextlens.judges.schema import text_field
+from contextlens.judges.schema import Verdict, text_field
 from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
+    DataBlocks,
     OverBudget,
     Services,
     build_messages,
-    data_block,
     estimate_tokens,
     over_budget,
     raw_reply,
@@ -119,7 +119,7 @@ def verdicts_schema(n_chunks: int) -> type[VerdictsReply]:
         "ChunkUsefulness",
         __base__=Reply,
         reason=(str, text_field("at most fifteen words", 120)),
-        verdict=(Literal["yes", "no"], ...),
+        verdict=(Verdict, ...),
     )
     model = create_model(
         "RankedPrecision",
@@ -312,16 +312,18 @@ class RankedPrecisionMetric:
 
     def _messages(self, question: str, reference: str, units: Sequence[Unit]) -> list[Message]:
         against = "expected_output" if reference else "input"
+        texts = [u.text for u in units]
+        block = DataBlocks(question, reference, *texts)
         return build_messages(
             "context_precision_ranked_system.md",
             "context_precision_ranked_user.md",
             verdicts_schema(len(units)),
             system_values={"target": _TARGETS[against]},
-            input=data_block("input", question),
-            reference=data_block("expected_output", reference)
+            input=block("input", question),
+            reference=block("expected_output", reference)
             if reference
             else "There is no expected answer: judge usefulness for answering the input.",
-            chunks=chunk_blocks([u.text for u in units]),
+            chunks=chunk_blocks(texts, block),
         )
 
     def calls(

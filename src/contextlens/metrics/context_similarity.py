@@ -14,14 +14,17 @@ defects:
   re-normalise whatever a user model returns), so the modes differ only by their mapping
   of the cosine ``s`` in [-1, 1]:
 
-  - ``"cosine"``: ``(s + 1) / 2``. Opposite 0, orthogonal 0.5, identical 1.
-  - ``"dot_product"``: the dot product of unit vectors *is* the cosine, so this is the
-    same ``(s + 1) / 2`` and gives exactly the cosine scores (kept for compatibility).
+  - ``"cosine"``: ``max(s, 0)``, novastack's number: the cosine itself, with 0 for the
+    vectors that point away from each other (novastack let those go negative, where the
+    harmonic mean means nothing). Orthogonal or opposite 0, identical 1; a novastack
+    threshold keeps its meaning.
+  - ``"dot_product"``: ``(s + 1) / 2``: the dot product of unit vectors is the cosine,
+    mapped from [-1, 1] to [0, 1] (novastack's raw dot product depended on the vectors'
+    lengths). Opposite 0, orthogonal 0.5, identical 1.
   - ``"euclidean"``: ``1 - d / 2`` with ``d = |u - v|`` in [0, 2] for unit vectors
-    (``d = sqrt(2 - 2s)``). Identical 1, orthogonal ``1 - sqrt(2)/2 ~ 0.293``, opposite 0.
+    (``d = sqrt(2 - 2s)``; novastack returned ``-d``). Identical 1, orthogonal
+    ``1 - sqrt(2)/2 ~ 0.293``, opposite 0.
 
-  novastack returned raw cosine / dot / negative distance; a raw-cosine threshold ``t``
-  corresponds to ``(t + 1) / 2`` here.
 * **Each text is embedded once.** Query, answer and contexts go to the embedder in one
   call (novastack embedded every context twice, one call per text), and the embedders
   gather the concurrent calls of many cases into batches.
@@ -281,8 +284,10 @@ class ContextSimilarityScorer:
         if self.similarity_mode == "euclidean":
             d = np.linalg.norm(rows - ref, axis=1)
             return np.clip(1.0 - d / 2.0, 0.0, 1.0)
-        # cosine and dot_product coincide on unit vectors
-        return np.clip((rows @ ref + 1.0) / 2.0, 0.0, 1.0)
+        cosine = rows @ ref  # the dot product of unit vectors
+        if self.similarity_mode == "dot_product":
+            return np.clip((cosine + 1.0) / 2.0, 0.0, 1.0)
+        return np.clip(cosine, 0.0, 1.0)
 
     async def score_many(
         self,

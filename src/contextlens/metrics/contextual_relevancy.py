@@ -4,20 +4,25 @@
 (strict mode: 1.0 when every statement is relevant, else 0.0). DeepEval's and agensight's
 surface over it is :class:`contextlens.compat.deepeval.ContextualRelevancyMetric`.
 
-With a judge, ONE call per test case lists every chunk in its own numbered data block and
-asks for the statements of each chunk with a ``"yes"``/``"no"`` verdict (an enum, so any
-other verdict is rejected by validation and re-asked) and, with ``include_reason``, the
-overall reason in the same reply. The score is computed here from the verdicts, never
-asked from the judge, and the reason starts with the computed counts ("3 of 5 statements
-are relevant."), so score and reason cannot disagree (DeepEval issue #3079). The chunks
-are split over several calls only when the prompt would exceed ``max_prompt_tokens``; a
-case that cannot be split to fit (one chunk, or the input, larger than the whole budget)
-fails with its size and the budget, and nothing of it is sent.
+With a judge, ONE call per test case lists every chunk in its own numbered data block, its
+statements split here and numbered across the call, and asks for a ``"yes"``/``"no"``
+verdict per statement number (an enum: from a judge asked with the prompt alone, case,
+spaces and punctuation around the word do not count, ``"Yes."`` is ``"yes"``, as DeepEval
+reads it; any other verdict, and anything but the two words in a constrained reply, is
+rejected by validation and re-asked), the reasons of the "no"s and, with
+``include_reason``, the overall reason in the same reply. The score is computed here from
+the verdicts, never asked from the judge, and the reason starts with the computed counts
+("3 of 5 statements are relevant."), so score and reason cannot disagree (DeepEval issue
+#3079). The chunks are split over several calls only when the prompt would exceed
+``max_prompt_tokens``; a case that cannot be split to fit (one chunk, or the input, larger
+than the whole budget) fails with its size and the budget, and nothing of it is sent.
 
 An ``evaluation_template`` replaces the prompt text: a DeepEval-shaped template (a class or
 object with ``generate_verdicts(input, context)`` and optionally ``generate_reason(input,
-irrelevancies, relevant_statements, score)``), an object with ``system`` / ``user`` strings,
-or a callable. The reply format is always appended, so the reply can still be validated.
+irrelevant_statements, relevant_statements, score)``; DeepEval before 3.5 named the second
+``irrelevancies``, and either name is given as the template's signature says), an object with
+``system`` / ``user`` strings, or a callable. The reply format is always appended, so the
+reply can still be validated.
 
 Without a judge the offline estimate of :mod:`contextlens.offline.relevance` judges each
 sentence of each chunk, read in its chunk. It has no prompt: a given template is reported as
@@ -33,6 +38,7 @@ chunks is a computed 0.0 ("the retrieval context is empty"), not a failure. A bl
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -46,10 +52,11 @@ from contextlens.backend import Message, Usage
 from contextlens.errors import InputError, JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Judgement, Reply
 from contextlens.judges.parsing import format_instructions
-from contextlens.judges.schema import text_field
+from contextlens.judges.schema import Verdict, text_field
 from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
+    DataBlocks,
     OverBudget,
     Services,
     build_messages,
@@ -178,7 +185,7 @@ def verdicts_schema(n_statements: int, with_reason: bool) -> type[VerdictsReply]
     )
     fields: dict[str, Any] = {
         "verdicts": (
-            list[Literal["yes", "no"]],
+            list[Verdict],
             Field(
                 min_length=n_statements,
                 max_length=n_statements,
@@ -242,25 +249,73 @@ class ContextualRelevancyTemplate:
 
     @staticmethod
     def generate_reason(
-        input: str, irrelevancies: list[str], relevant_statements: list[str], score: float
+        input: str, irrelevant_statements: list[str], relevant_statements: list[str], score: float
     ) -> str:
         return (
             f"In one or two sentences, say why the retrieved context scores {score} for "
-            f"relevance to the input.\n{input}\nIrrelevant, with why: {irrelevancies}\n"
+            f"relevance to the input.\n{input}\nIrrelevant, with why: {irrelevant_statements}\n"
             f"Relevant statements: {relevant_statements}"
         )
 
 
-def _chunk_blocks(chunks: Sequence[str]) -> str:
-    """Each chunk in its data block, its statements numbered across the call: ``[1] ...``."""
-    blocks, number = [], 0
-    for k, chunk in enumerate(chunks, 1):
+#: What DeepEval's templates call the reasons of the statements found irrelevant in
+#: ``generate_reason``: agensight's and DeepEval's since 3.5, then DeepEval's before.
+IRRELEVANT_NAMES = ("irrelevant_statements", "irrelevancies")
+
+
+def _parameters(fn: Callable[..., Any]) -> tuple[set[str], bool]:
+    """The keywords ``fn`` takes by name, and whether it takes ``**kwargs``."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return set(), True
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return named, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _verdicts_text(generate: Callable[..., Any], input_block: str, chunks_block: str) -> str:
+    """A template's ``generate_verdicts`` prompt; ``multimodal=False`` when it takes that
+    keyword (the judge is sent text only)."""
+    named, _ = _parameters(generate)
+    extra = {"multimodal": False} if "multimodal" in named else {}
+    return str(generate(input=input_block, context=chunks_block, **extra))
+
+
+def _reason_text(
+    generate: Callable[..., Any],
+    input_block: str,
+    irrelevant: list[str],
+    relevant: list[str],
+    score: float,
+) -> str:
+    """A template's ``generate_reason`` prompt, the irrelevant statements under the name its
+    signature gives them (:data:`IRRELEVANT_NAMES`; by position in DeepEval's order when it
+    names neither)."""
+    named, spread = _parameters(generate)
+    name = next((n for n in IRRELEVANT_NAMES if n in named), None)
+    if name is None and not spread:
+        return str(generate(input_block, irrelevant, relevant, score))
+    extra = {"multimodal": False} if "multimodal" in named else {}
+    values = {name or IRRELEVANT_NAMES[0]: irrelevant, "relevant_statements": relevant}
+    return str(generate(input=input_block, score=score, **values, **extra))
+
+
+def _numbered(chunks: Sequence[str]) -> list[str]:
+    """Each chunk's statements, one a line, numbered across the call: ``[1] ...``."""
+    texts, number = [], 0
+    for chunk in chunks:
         lines = []
         for statement in statements_of(chunk):
             number += 1
             lines.append(f"[{number}] {statement}")
-        blocks.append(f"Chunk {k}:\n{data_block('chunk', chr(10).join(lines))}")
-    return "\n\n".join(blocks)
+        texts.append("\n".join(lines))
+    return texts
+
+
+def _chunk_blocks(numbered: Sequence[str], block: DataBlocks | None = None) -> str:
+    """Each chunk's numbered statements (:func:`_numbered`) in its data block."""
+    block = block or DataBlocks(*numbered)
+    return "\n\n".join(f"Chunk {k}:\n{block('chunk', t)}" for k, t in enumerate(numbered, 1))
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -283,7 +338,7 @@ def _template_builder(template: Any) -> PromptBuilder | None:
         generate = template.generate_verdicts
 
         def from_deepeval(input_block: str, chunks_block: str, fmt: str) -> list[Message]:
-            text = str(generate(input=input_block, context=chunks_block))
+            text = _verdicts_text(generate, input_block, chunks_block)
             return [{"role": "user", "content": f"{text}\n\n{FORMAT_OVERRIDE}\n{fmt}"}]
 
         return from_deepeval
@@ -330,7 +385,9 @@ def relevancy_messages(
 ) -> list[Message]:
     """The judge prompt for ``chunks`` (numbered from 1); every text sits in a data block."""
     schema = reply_schema(chunks, include_reason)
-    input_block, chunks_block = data_block("input", input_text), _chunk_blocks(chunks)
+    numbered = _numbered(chunks)
+    block = DataBlocks(input_text, *numbered)
+    input_block, chunks_block = block("input", input_text), _chunk_blocks(numbered, block)
     builder = _template_builder(template)
     if builder is None:
         return build_messages(
@@ -344,13 +401,12 @@ def reason_messages(
     template: Any, input_text: str, verdicts: Sequence[StatementVerdict], score: float
 ) -> list[Message]:
     """The prompt of a template's own ``generate_reason``, with the reply format appended."""
-    text = str(
-        template.generate_reason(
-            input=data_block("input", input_text),
-            irrelevancies=[v.reason for v in verdicts if v.verdict == "no"],
-            relevant_statements=[v.statement for v in verdicts if v.verdict == "yes"],
-            score=round(score, 2),
-        )
+    text = _reason_text(
+        template.generate_reason,
+        data_block("input", input_text),
+        [v.reason for v in verdicts if v.verdict == "no"],
+        [v.statement for v in verdicts if v.verdict == "yes"],
+        round(score, 2),
     )
     fmt = format_instructions(ReasonReply, DEFAULT_FENCE.bos, DEFAULT_FENCE.eos)
     return [{"role": "user", "content": f"{text}\n\n{FORMAT_OVERRIDE}\n{fmt}"}]
@@ -564,7 +620,7 @@ class ContextualRelevancyScorer:
         current: list[Chunk] = []
         size = overhead
         for chunk in chunks:
-            cost = text_tokens(_chunk_blocks([chunk[1]]) + "\n\n")
+            cost = text_tokens(_chunk_blocks(_numbered([chunk[1]])) + "\n\n")
             if current and size + cost > budget:
                 out.append(current)
                 current, size = [], overhead

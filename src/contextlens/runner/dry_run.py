@@ -89,7 +89,12 @@ class DryRunJudge:
         if hit is not None:
             tally.cache_hits += 1
             accounting.record(judge=self.name, model=self.model, cache_hits=1)
-            output = parse_reply(hit.text, schema, parsed=hit.parsed, bos=fence.bos, eos=fence.eos)
+            read = getattr(self.inner, "read", None)
+            output = (
+                read(hit, schema, fence=fence)
+                if callable(read)
+                else parse_reply(hit.text, schema, parsed=hit.parsed, bos=fence.bos, eos=fence.eos)
+            )
             return Judgement(output=output, raw=hit.text, usage=Usage(), latency=0.0)
         size = call_size(self.backend, messages, schema)
         counter = counter_for(self.model)

@@ -1,0 +1,361 @@
+"""Model classes written for DeepEval or Opik, as chat backends.
+
+Users of those libraries wrap any provider in a class of their own; such an object is used as
+it is, recognised by the methods it has (neither library is imported):
+
+- DeepEval-shaped (``DeepEvalBaseLLM``): ``get_model_name()`` and ``generate(prompt,
+  schema=None)`` and/or ``async a_generate(prompt, schema=None)`` (``load_model()`` is the
+  user's own business). It is handed the reply schema when its method takes ``schema``.
+- Opik-shaped (``OpikBaseModel``): ``generate_string(input, **kwargs)`` and/or ``async
+  agenerate_string``, with ``generate_provider_response(messages, **kwargs)`` /
+  ``agenerate_provider_response`` as the way in when the string methods are missing or not
+  implemented; Opik's newer ``generate_chat_completion(messages, response_format=None)`` /
+  ``agenerate_chat_completion`` (a ``{"role", "content"}`` reply), when it has them, first.
+  It is handed the reply schema as ``response_format`` when its method takes it.
+
+What they return is a reply like any other: text (the JSON is found and validated by
+:mod:`contextlens.judges.parsing`), a ``(reply, cost)`` pair whose cost is counted, an
+instance of the schema they were handed, or (Opik) a provider response with
+``choices[0].message.content`` and its token usage. Their exceptions become the backend
+contract's kinds (:mod:`contextlens.judges.errors`) with the original as ``__cause__``.
+Like every user object they are used, never owned: a blocking method runs in a worker thread
+of contextlens, an async-only one on contextlens's own event loop
+(:func:`contextlens.sync.call_user`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from contextlens.backend import BackendError, Completion, InvalidReply, Message, Usage
+from contextlens.judges.errors import as_backend_error, is_reply_error
+from contextlens.sync import in_thread, on_home_loop
+
+__all__ = [
+    "DeepEvalModelBackend",
+    "OpikModelBackend",
+    "is_deepeval_model",
+    "is_opik_model",
+]
+
+#: Attributes that may name where a user's model sends its requests (part of the cache key).
+_ENDPOINT_ATTRS = ("base_url", "api_base", "openai_api_base", "endpoint", "host", "url")
+
+
+def _has(obj: object, *names: str) -> bool:
+    return any(callable(getattr(obj, n, None)) for n in names)
+
+
+def is_deepeval_model(obj: object) -> bool:
+    """True for a DeepEval-shaped model: ``get_model_name`` and ``generate`` or
+    ``a_generate``."""
+    return _has(obj, "get_model_name") and _has(obj, "generate", "a_generate")
+
+
+def is_opik_model(obj: object) -> bool:
+    """True for an Opik-shaped model: ``generate_string`` or ``agenerate_string``,
+    ``generate_chat_completion`` or ``agenerate_chat_completion``, or both provider-response
+    methods."""
+    return _has(obj, *_STRING, *_CHAT) or (
+        _has(obj, "generate_provider_response") and _has(obj, "agenerate_provider_response")
+    )
+
+
+#: Opik's ways in, each a blocking method and its async twin.
+_STRING = ("generate_string", "agenerate_string")
+_CHAT = ("generate_chat_completion", "agenerate_chat_completion")
+_PROVIDER = ("generate_provider_response", "agenerate_provider_response")
+
+
+@cache
+def _takes(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` accepts the keyword ``name`` (by name, or through ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is p.VAR_KEYWORD
+        or (p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        for p in params
+    )
+
+
+def _bound(obj: object, name: str) -> Callable[..., Any] | None:
+    method = getattr(obj, name, None)
+    return method if callable(method) else None
+
+
+def _unbound(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The function behind a bound method (hashable and shared by instances, for :func:`_takes`)."""
+    return getattr(method, "__func__", method)
+
+
+def prompt_text(messages: Sequence[Message]) -> str:
+    """The messages as the one prompt string a string API takes: their texts, in order."""
+    return "\n\n".join(m["content"] for m in messages)
+
+
+def _cost(value: Any) -> float | None:
+    """A reported cost in USD, when it is one (a finite number >= 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _json_safe(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return None
+
+
+class _UserModelBackend:
+    """What the DeepEval- and Opik-shaped backends share: identity, the call, the reply."""
+
+    name = "user-model"
+    #: Text replies are the user's model's own: not known to follow the schema.
+    constrained = False
+
+    def __init__(self, obj: Any, model: str, *, use_structured_output: bool | None) -> None:
+        self.obj = obj
+        self.model = model
+        self.use_structured_output = use_structured_output is not False
+        self.endpoint = next(
+            (str(v) for a in _ENDPOINT_ATTRS if isinstance(v := getattr(obj, a, None), str) and v),
+            None,
+        )
+
+    @property
+    def key(self) -> str:
+        """One limiter per object (its endpoint is not known in general)."""
+        return f"{self.name}:{type(self.obj).__qualname__}:object-{id(self.obj)}#{self.model}"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """What changes replies besides the prompt (part of the cache key)."""
+        cls = type(self.obj)
+        return {
+            "class": f"{cls.__module__}.{cls.__qualname__}",
+            "endpoint": self.endpoint,
+            "temperature": _json_safe(getattr(self.obj, "temperature", None)),
+            "structured_output": self.use_structured_output,
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({type(self.obj).__name__}, model={self.model!r})"
+
+    async def _ask(self, messages: Sequence[Message], schema: type[BaseModel] | None) -> Any:
+        raise NotImplementedError
+
+    async def complete(
+        self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
+    ) -> Completion:
+        handed = schema if self.use_structured_output else None
+        start = time.perf_counter()
+        try:
+            result = await self._ask(messages, handed)
+        except BackendError:
+            raise
+        except Exception as exc:
+            if handed is not None and is_reply_error(exc):
+                raise InvalidReply(f"the structured reply does not fit the schema: {exc}") from exc
+            raise as_backend_error(exc) from exc
+        return self._completion(result, time.perf_counter() - start)
+
+    def _completion(self, result: Any, latency: float) -> Completion:
+        """The user's return value as a reply: ``(reply, cost)``, a schema instance, a
+        mapping, text, or what a provider response said."""
+        cost = None
+        if isinstance(result, tuple) and len(result) == 2:
+            result, cost = result[0], _cost(result[1])
+        if isinstance(result, _Said):
+            return Completion(
+                text=result.text,
+                usage=result.usage,
+                latency=latency,
+                cost=result.cost if cost is None else cost,
+                constrained=False,
+            )
+        if isinstance(result, BaseModel):
+            return Completion(
+                text=result.model_dump_json(),
+                latency=latency,
+                parsed=result,
+                cost=cost,
+                constrained=True,
+            )
+        if isinstance(result, dict):
+            return Completion(
+                text=json.dumps(_json_safe(result) or {}),
+                latency=latency,
+                parsed=result,
+                cost=cost,
+                constrained=True,
+            )
+        if isinstance(result, str):
+            return Completion(text=result, latency=latency, cost=cost, constrained=False)
+        raise InvalidReply(
+            f"{type(self.obj).__name__} returned a {type(result).__name__}, not a reply "
+            "(text, a (text, cost) pair or an instance of the schema)",
+            raw=None if result is None else repr(result)[:200],
+        )
+
+
+class DeepEvalModelBackend(_UserModelBackend):
+    """Transport through a DeepEval-shaped model (``DeepEvalBaseLLM``).
+
+    The prompt is the messages' texts joined; ``generate`` (in a worker thread) is preferred
+    to ``a_generate`` (on contextlens's loop), which is used when ``generate`` is missing or
+    raises ``NotImplementedError``. ``use_structured_output=False`` never hands it the
+    schema. The model name is ``get_model_name()``.
+    """
+
+    name = "deepeval-model"
+
+    def __init__(self, obj: Any, *, use_structured_output: bool | None = None) -> None:
+        if not is_deepeval_model(obj):
+            raise TypeError(
+                f"{type(obj).__name__} is not DeepEval-shaped: it needs get_model_name and "
+                "generate or a_generate"
+            )
+        super().__init__(
+            obj, str(obj.get_model_name()), use_structured_output=use_structured_output
+        )
+
+    async def _ask(self, messages: Sequence[Message], schema: type[BaseModel] | None) -> Any:
+        return await _either(
+            self.obj, "generate", "a_generate", (prompt_text(messages),), ("schema", schema)
+        )
+
+
+class OpikModelBackend(_UserModelBackend):
+    """Transport through an Opik-shaped model (``OpikBaseModel``).
+
+    As Opik's own metrics call it: ``generate_chat_completion(messages)`` when it has it,
+    else ``generate_string(input=prompt)`` with the messages' texts joined as the prompt, else
+    the provider-response methods with the messages as they are (each way is left for the
+    next when missing or raising ``NotImplementedError``); a blocking method runs in a worker
+    thread, an async one (``agenerate_...``) on contextlens's loop. The model name is its
+    ``model_name``.
+    """
+
+    name = "opik-model"
+
+    def __init__(self, obj: Any, *, use_structured_output: bool | None = None) -> None:
+        if not is_opik_model(obj):
+            raise TypeError(
+                f"{type(obj).__name__} is not Opik-shaped: it needs generate_string or "
+                "agenerate_string, or the provider-response methods"
+            )
+        model = getattr(obj, "model_name", None) or type(obj).__name__
+        super().__init__(obj, str(model), use_structured_output=use_structured_output)
+
+    async def _ask(self, messages: Sequence[Message], schema: type[BaseModel] | None) -> Any:
+        payload = [{"role": m["role"], "content": m["content"]} for m in messages]
+        ways = [
+            (names, args, given)
+            for names, args, given in (
+                (_CHAT, (), {"messages": payload}),
+                (_STRING, (), {"input": prompt_text(messages)}),
+                (_PROVIDER, (payload,), {}),
+            )
+            if _has(self.obj, *names)
+        ]
+        for i, (names, args, given) in enumerate(ways):
+            try:
+                reply = await _either(self.obj, *names, args, ("response_format", schema), given)
+            except NotImplementedError:
+                if i == len(ways) - 1:
+                    raise
+                continue
+            return _provider_reply(reply)
+        raise NotImplementedError(f"{type(self.obj).__name__} has no Opik method to call")
+
+
+async def _either(
+    obj: Any,
+    sync_name: str,
+    async_name: str,
+    args: tuple[Any, ...],
+    option: tuple[str, Any],
+    given: dict[str, Any] | None = None,
+) -> Any:
+    """``obj``'s blocking method in a worker thread, else its async one on contextlens's
+    loop (also when the blocking one raises ``NotImplementedError``); each gets ``given``
+    and, when it takes it and its value is not None, the keyword ``option``."""
+    sync, amethod = _bound(obj, sync_name), _bound(obj, async_name)
+    if sync is not None:
+        try:
+            return await in_thread(_with(sync, option, given), *args)
+        except NotImplementedError:
+            if amethod is None:
+                raise
+    if amethod is None:
+        raise NotImplementedError(f"{type(obj).__name__} has neither {sync_name} nor {async_name}")
+    call = _with(amethod, option, given)
+    return await on_home_loop(lambda: call(*args))
+
+
+def _with(
+    method: Callable[..., Any], option: tuple[str, Any], given: dict[str, Any] | None
+) -> Callable[..., Any]:
+    """``method`` with the keywords ``given`` and ``option`` (see :func:`_either`)."""
+    extra = dict(given or {})
+    name, value = option
+    if value is not None and _takes(_unbound(method), name):
+        extra[name] = value
+
+    def call(*args: Any) -> Any:
+        return method(*args, **extra)
+
+    return call
+
+
+@dataclass(frozen=True)
+class _Said:
+    """What a provider response said: its text, token usage and (LiteLLM's) cost."""
+
+    text: str
+    usage: Usage
+    cost: float | None
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _provider_reply(response: Any) -> Any:
+    """A provider response (LiteLLM's, OpenAI's, or a dict of that shape) as :class:`_Said`,
+    a chat message (``{"role": "assistant", "content": ...}``) as its text; anything else
+    (text, a schema instance, a pair) as it is."""
+    if isinstance(response, dict) and set(response) <= {"role", "content", "name"}:
+        content = response.get("content")
+        return content if isinstance(content, str) else response
+    choices = _field(response, "choices")
+    if isinstance(response, (str, BaseModel, tuple)) or not choices:
+        return response
+    content = _field(_field(choices[0], "message"), "content")
+    if not isinstance(content, str):
+        return response
+    usage = _field(response, "usage")
+    prompt, completion = _field(usage, "prompt_tokens"), _field(usage, "completion_tokens")
+    hidden = getattr(response, "_hidden_params", None)
+    return _Said(
+        content,
+        Usage(
+            prompt if isinstance(prompt, int) else 0,
+            completion if isinstance(completion, int) else 0,
+        ),
+        _cost(hidden.get("response_cost")) if isinstance(hidden, dict) else None,
+    )
