@@ -509,7 +509,8 @@ def run_library(
     with server:
         env = {
             **os.environ,
-            "PYTHONPATH": str(PEERS_DIR),
+            # the drivers, and this tree's contextlens (not whichever one is installed)
+            "PYTHONPATH": os.pathsep.join([str(PEERS_DIR), str(HERE.parent / "src")]),
             "OPENAI_API_KEY": "sk-fake",
             "OPENAI_BASE_URL": server.base_url,
             "OPENAI_API_BASE": server.base_url,
