@@ -81,7 +81,7 @@ def test_round_trip(store, tmp_path):
     assert rid == "abc123def456"
     loaded = store.load(rid)
     assert isinstance(loaded, StoredRun) and isinstance(loaded, EvalRun)
-    assert loaded.results == []  # streamed, not held
+    assert loaded.results == run.results  # streamed from the store when asked
     assert list(loaded.iter_results()) == run.results
     assert loaded.summaries == run.summaries
     assert loaded.accounting == {"calls": 0}
@@ -273,7 +273,7 @@ def test_evaluate_then_record(store, tmp_path):
     run = evaluate(
         cases, [_Fixed()], embedder=_Embedder(), cache=False, progress=False, out=tmp_path / "o"
     )
-    assert run.results == []  # written to out/, read back by iter_results()
+    assert sorted(r.case_id for r in run.results) == ["a", "b", "bad"]  # read back from out/
     store.record(run, config={"metrics": ["fixed"]}, dataset_fingerprint=fingerprint_cases(cases))
     loaded = store.load(run.run_id[:6])
     assert sorted((r.case_id, r.score) for r in loaded.iter_results()) == [

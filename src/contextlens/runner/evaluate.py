@@ -73,7 +73,7 @@ async def aevaluate(
     folder = run_config.folder
     keep = run_config.keep_results if run_config.keep_results is not None else folder is None
     ledger = Ledger()
-    sink = ResultSink(folder.create() if folder is not None else None)
+    sink = ResultSink(folder.create() if folder is not None else None, keep_cases=keep)
     tallies = {b.key: Tally() for b in bound}
     kept: list[tuple[int, ItemResult]] = []
     total = len(cases) if isinstance(cases, Sized) else None
@@ -102,6 +102,7 @@ async def aevaluate(
             tallies[item.metric].add_item(index, item)
             if keep:
                 kept.append((index, item))
+        sink.write_case(ident, case)
         cases_done += 1
         if tick is not None:  # the run's ledger is current: the callback may read it
             with attribute(ledger, UNATTRIBUTED):
@@ -146,7 +147,8 @@ async def aevaluate(
         folder=folder,
         kept=kept,
         complete=not isinstance(run_config.out, RunFolder),  # a caller's own is theirs
-    )
+        data_fingerprint=sink.fingerprint.hexdigest(),
+    ).with_cases(sink.cases)
 
 
 async def score_item(

@@ -1,5 +1,5 @@
 """Where a run writes: its own folder ``OUT/<run id>/``, ``OUT/latest``, and the
-``results.jsonl`` written as results come.
+``results.jsonl`` and ``cases.jsonl`` written as results come.
 
 Runs that share ``OUT`` never touch each other's files; a run that fails leaves only its own
 partial ``results.jsonl``; ``OUT/latest`` names the newest completed run.
@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from contextlens.cases import CASES_FILE, CaseRecord, DataFingerprint
 from contextlens.errors import InputError
-from contextlens.results import ItemResult
+from contextlens.results import RESULTS_FILE, ItemResult
+from contextlens.schemas import Dataset, ModelTestCase
 
 __all__ = ["LATEST", "ResultSink", "RunFolder", "latest_run", "new_run_id"]
 
@@ -93,18 +95,36 @@ def latest_run(out: str | Path) -> Path | None:
 
 
 class ResultSink:
-    """Writes each item result as one JSON line of ``results.jsonl``, flushed at once."""
+    """Writes each item result as one JSON line of ``results.jsonl``, and each case, once
+    scored, as one line of ``cases.jsonl`` (its id, fields and ``meta``), flushed at once.
+    Fingerprints the cases; without a folder, keeps them when ``keep_cases``."""
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, *, keep_cases: bool = False) -> None:
         self.handle: IO[str] | None = None
+        self.cases_handle: IO[str] | None = None
+        self.fingerprint = DataFingerprint()
+        self.cases: list[CaseRecord] | None = [] if keep_cases and folder is None else None
         if folder is not None:
-            self.handle = open(folder / "results.jsonl", "x", encoding="utf-8")  # noqa: SIM115
+            self.handle = open(folder / RESULTS_FILE, "x", encoding="utf-8")  # noqa: SIM115
+            self.cases_handle = open(folder / CASES_FILE, "x", encoding="utf-8")  # noqa: SIM115
 
     def write(self, item: ItemResult) -> None:
         if self.handle is not None:
             self.handle.write(item.model_dump_json() + "\n")
             self.handle.flush()
 
+    def write_case(self, case_id: str, case: ModelTestCase | Dataset) -> None:
+        """Record the case whose items were just written."""
+        record = CaseRecord(case_id=case_id, case=case)
+        text = record.line()
+        self.fingerprint.add(text)
+        if self.cases is not None:
+            self.cases.append(record)
+        if self.cases_handle is not None:
+            self.cases_handle.write(text)
+            self.cases_handle.flush()
+
     def close(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
+        for handle in (self.handle, self.cases_handle):
+            if handle is not None:
+                handle.close()

@@ -11,6 +11,7 @@ from datetime import datetime
 import numpy as np
 
 from contextlens.engine.accounting import Ledger
+from contextlens.metrics.settings import settings_of
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner.binding import BoundMetric
 from contextlens.runner.config import RunConfig
@@ -146,15 +147,17 @@ def finish_run(
     folder: RunFolder | None,
     kept: list[tuple[int, ItemResult]],
     complete: bool,
+    data_fingerprint: str | None = None,
 ) -> EvalRun:
-    """The :class:`EvalRun` of a finished run: summaries from the tallies, the ledger's
-    accounting, the kept items in case order, the configuration; with a folder,
-    ``summary.json`` is written and (``complete``) the folder recorded as the newest."""
+    """The :class:`EvalRun` of a finished run: summaries from the tallies (with each
+    metric's settings), the ledger's accounting, the kept items in case order, the
+    configuration and the cases' fingerprint; with a folder, ``summary.json`` is written and
+    (``complete``) the folder recorded as the newest."""
     mode = config.statistical_mode or BayesianMode()
     judges = [b.judge_name for b in bound if b.judge_name is not None]
     summaries = {
         b.key: summary_of(b.key, tallies[b.key], mode, ledger).model_copy(
-            update={"judge": b.judge_name}
+            update={"judge": b.judge_name, "settings": settings_of(b.metric)}
         )
         for b in bound
     }
@@ -169,6 +172,7 @@ def finish_run(
         accounting=ledger.to_dict(),
         config=config.describe(),
         out_dir=str(folder.path) if folder is not None else None,
+        data_fingerprint=data_fingerprint,
         results=[item for _, item in sorted(kept, key=lambda pair: pair[0])],
     )
     if folder is not None:
