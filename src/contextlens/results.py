@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from contextlens.cases import CASES_FILE, CaseRecord, Lines, whole_lines
+from contextlens.metrics.base import DEFAULT_PASS
 from contextlens.metrics.registry import details_type, match
 from contextlens.metrics.settings import MetricSettings
 from contextlens.schemas import MetricDetails, MetricKey, ModelTestCase
@@ -243,6 +244,28 @@ class EvalRun(BaseModel):
             f"{self.duration_s:.1f} s · judge {escape(self.judge)}{where}"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
         )
+
+
+def pass_marks(
+    run: EvalRun, overrides: Mapping[str, float] | None = None
+) -> dict[MetricKey, float]:
+    """The score each metric's items must reach to pass: ``overrides`` (by any name of a
+    metric of the run), else the pass mark the run recorded, else the default
+    (:data:`~contextlens.metrics.base.DEFAULT_PASS`)."""
+    marks: dict[MetricKey, float] = {
+        MetricKey(key): s.settings.pass_mark if s.settings is not None else DEFAULT_PASS
+        for key, s in run.summaries.items()
+    }
+    for name, value in (overrides or {}).items():
+        marks[MetricKey(match(name, list(run.summaries)))] = float(value)
+    return marks
+
+
+def passes(item: ItemResult, mark: float) -> bool | None:
+    """Whether ``item``'s score reaches ``mark``; None for a failed item."""
+    if item.failed or item.score is None:
+        return None
+    return item.score >= mark
 
 
 def _case_columns(record: CaseRecord) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from contextlens.cli.app import RED, UsageProblem, err, out
+from contextlens.cli.formats import CsvOption, JunitOption, MarkdownOption, Outputs
+from contextlens.cli.history import parse_tags
 from contextlens.cli.options import (
     JUDGE_HELP,
     JudgeTimeout,
@@ -155,6 +157,11 @@ def run(
             "'local' starts one here (needs contextlens[ray])",
         ),
     ] = None,
+    name: Annotated[str | None, typer.Option(help="name the run, to find and follow it")] = None,
+    tag: Annotated[list[str], typer.Option(help="KEY=VALUE: tag the run (repeatable)")] = [],  # noqa: B006
+    junit: JunitOption = None,
+    markdown: MarkdownOption = None,
+    csv: CsvOption = None,
 ) -> None:
     """Evaluate DATA with the chosen metrics; write results.jsonl, summary.json and
     report.html into the run's own folder OUT/<run id>/, then point OUT/latest at it."""
@@ -166,6 +173,8 @@ def run(
     if fail_mode not in ("point", "interval"):
         raise UsageProblem(f"--fail-mode must be point or interval, got {fail_mode!r}")
     parse_max_failures(max_failures)
+    outputs = Outputs(junit=junit, markdown=markdown, csv=csv)
+    outputs.check()
     names = metric or ["context"]
     metrics = build_metrics(names)
     keys = [key_of(m) for m in metrics]
@@ -199,6 +208,8 @@ def run(
         out=folder,
         store=False if no_store else store,
         progress=progress_option("run", quiet),
+        name=name,
+        tags=parse_tags(tag),
     )
     recorded = {"data": str(data), "metrics": list(keys), **config.describe()}
     fingerprint = None if no_store else fingerprint_file(data)
@@ -206,6 +217,7 @@ def run(
     with _recorded(runs_store, folder.run_id):
         result = evaluate(cases, metrics, executor=executor, config=config)
         finish(result, folder, runs_store, config=recorded, data=data, fingerprint=fingerprint)
+    outputs.write(result)
     missed = [why for why in (g.missed(result) for g in gates) if why is not None]
     for problem in missed:
         err.print(line(Text("threshold missed ", style=RED), problem))

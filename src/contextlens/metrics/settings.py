@@ -23,6 +23,8 @@ __all__ = ["MetricSettings", "settings_of"]
 #: Attributes that are not settings: who judges and embeds is recorded apart.
 _NOT_SETTINGS = frozenset({"judge", "embedder", "model", "name"})
 _PROMPTS = "contextlens.metrics.prompts"
+#: A setting whose JSON is longer than this is recorded by its digest.
+_LONGEST = 200
 _WEIGHTS = "contextlens.offline"
 
 
@@ -51,13 +53,21 @@ def settings_of(metric: Metric[Any]) -> MetricSettings:
     prompt files named after its module (``context_precision_system.md`` for
     ``context_precision``) and of the bundled offline models."""
     values = {
-        k: _plain(v)
+        k: _short(_plain(v))
         for k, v in sorted(vars(metric).items())
         if not k.startswith("_") and k not in _NOT_SETTINGS
     }
     return MetricSettings(
         values=values, prompts=_digest(type(metric).__module__), pass_mark=pass_mark(metric)
     )
+
+
+def _short(value: Any) -> Any:
+    """A long setting (few-shot examples, a template) as the digest of its JSON."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    if len(text) <= _LONGEST:
+        return value
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _plain(value: Any) -> Any:

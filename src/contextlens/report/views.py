@@ -63,7 +63,7 @@ class Stat:
 
 @dataclass
 class Row:
-    """One row of the per-item table."""
+    """One item as a metric's list of failures shows it."""
 
     case_id: str
     score: float | None
@@ -117,14 +117,9 @@ class MetricView:
     stats: list[Stat]
     histogram: Markup
     interval: Markup
-    rows: list[Row] = field(default_factory=list)
     n_items: int = 0
     failures: list[Row] = field(default_factory=list)
     n_failures: int = 0
-
-    @property
-    def truncated(self) -> bool:
-        return self.n_items > len(self.rows)
 
     @property
     def stat(self) -> dict[str, Stat]:
@@ -166,7 +161,6 @@ def _anchor(prefix: str, name: str, index: int) -> str:
 @dataclass
 class Collected:
     scores: list[float] = field(default_factory=list)
-    rows: list[Row] = field(default_factory=list)
     failures: list[Row] = field(default_factory=list)
     n_items: int = 0
     n_failures: int = 0
@@ -200,7 +194,8 @@ def _raw_reply(details: Any) -> str:
     return str(raw) if raw else ""
 
 
-def collect(run: Any, max_rows: int) -> dict[str, Collected]:
+def collect(run: Any) -> dict[str, Collected]:
+    """Per metric: the scores of its items, its failures (the first 50 kept)."""
     out: dict[str, Collected] = {}
     for item in iter_results(run):
         bucket = out.setdefault(str(get(item, "metric", "")), Collected())
@@ -208,8 +203,6 @@ def collect(run: Any, max_rows: int) -> dict[str, Collected]:
         row = _row(item)
         if row.score is not None:
             bucket.scores.append(row.score)
-        if len(bucket.rows) < max_rows:
-            bucket.rows.append(row)
         if row.failed:
             bucket.n_failures += 1
             if len(bucket.failures) < 50:
@@ -286,7 +279,6 @@ def metric_view(name: str, summary: Any, bucket: Collected, index: int) -> Metri
             bucket.scores, mean=mean, ci_low=low, ci_high=high, ci_level=finite(level)
         ),
         interval=interval_bar(mean, low, high),
-        rows=bucket.rows,
         n_items=bucket.n_items,
         failures=bucket.failures,
         n_failures=bucket.n_failures,

@@ -1,0 +1,64 @@
+"""A run's items as a CSV file: one row per case and metric, with the case's fields and
+one ``meta.KEY`` column per key of the cases' ``meta``."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from contextlens.results import EvalRun, pass_marks, passes
+from contextlens.schemas import ModelTestCase
+
+__all__ = ["write_csv"]
+
+COLUMNS = ["case_id", "metric", "score", "status", "reason", "error", "judge"]
+CASE_COLUMNS = ["input", "actual_output", "expected_output", "retrieval_context", "context"]
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def write_csv(run: EvalRun, path: str | Path, overrides: Mapping[str, float] | None = None) -> Path:
+    """Write the items of ``run`` to ``path`` (UTF-8, a header row); ``status`` is ``pass``,
+    ``below`` (its pass mark) or ``failed`` (not scored)."""
+    marks = pass_marks(run, overrides)
+    cases = run.cases()
+    meta = sorted({k for c in cases.values() for k in c.meta})
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(COLUMNS + CASE_COLUMNS + [f"meta.{k}" for k in meta])
+        for item in run.iter_results():
+            verdict = passes(item, marks.get(item.metric, 0.5))
+            status = "failed" if verdict is None else "pass" if verdict else "below"
+            record = cases.get(item.case_id)
+            case = record.case if record is not None else None
+            fields = (
+                [_text(getattr(case, c)) for c in CASE_COLUMNS]
+                if isinstance(case, ModelTestCase)
+                else ["", "", "", "", _text(getattr(case, "context", None))]
+            )
+            row_meta = record.meta if record is not None else {}
+            writer.writerow(
+                [
+                    item.case_id,
+                    item.metric,
+                    "" if item.score is None else repr(item.score),
+                    status,
+                    _text(item.reason),
+                    _text(item.error),
+                    _text(item.judge),
+                ]
+                + fields
+                + [_text(row_meta.get(k)) for k in meta]
+            )
+    return target
