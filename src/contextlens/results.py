@@ -246,26 +246,42 @@ class EvalRun(BaseModel):
         )
 
 
-def pass_marks(
-    run: EvalRun, overrides: Mapping[str, float] | None = None
-) -> dict[MetricKey, float]:
+class PassMarks(dict[MetricKey, float]):
+    """The score each metric's items must reach to pass, by metric key; ``given``: the
+    metrics whose mark the caller set (an item's own verdict does not count for them)."""
+
+    def __init__(self, marks: Mapping[MetricKey, float], given: Iterable[MetricKey] = ()) -> None:
+        super().__init__(marks)
+        self.given = frozenset(given)
+
+    def mark(self, metric: str) -> float:
+        return self.get(MetricKey(metric), DEFAULT_PASS)
+
+    def passes(self, item: ItemResult) -> bool | None:
+        """Whether ``item`` passes (None: it failed, it has no score): its metric's own
+        verdict (``success``) when it gave one and no mark was set for it, else its score
+        against the pass mark."""
+        if item.failed or item.score is None:
+            return None
+        if item.success is not None and item.metric not in self.given:
+            return item.success
+        return item.score >= self.mark(item.metric)
+
+
+def pass_marks(run: EvalRun, overrides: Mapping[str, float] | None = None) -> PassMarks:
     """The score each metric's items must reach to pass: ``overrides`` (by any name of a
     metric of the run), else the pass mark the run recorded, else the default
-    (:data:`~contextlens.metrics.base.DEFAULT_PASS`)."""
+    (:data:`~contextlens.metrics.base.DEFAULT_PASS`). The one place pass marks are read."""
     marks: dict[MetricKey, float] = {
         MetricKey(key): s.settings.pass_mark if s.settings is not None else DEFAULT_PASS
         for key, s in run.summaries.items()
     }
+    given = []
     for name, value in (overrides or {}).items():
-        marks[MetricKey(match(name, list(run.summaries)))] = float(value)
-    return marks
-
-
-def passes(item: ItemResult, mark: float) -> bool | None:
-    """Whether ``item``'s score reaches ``mark``; None for a failed item."""
-    if item.failed or item.score is None:
-        return None
-    return item.score >= mark
+        key = MetricKey(match(name, list(run.summaries)))
+        marks[key] = float(value)
+        given.append(key)
+    return PassMarks(marks, given)
 
 
 def _case_columns(record: CaseRecord) -> dict[str, Any]:

@@ -25,9 +25,11 @@ __all__ = ["PIPE_WIDTH", "FitTable", "console", "line", "safe", "table", "text"]
 
 #: Width of output written to a file or a CI log (a terminal's own width is used otherwise).
 PIPE_WIDTH = 160
-#: A text column whose widest cell is longer than this may fold in a table; a shorter one
-#: (a name, a judge, a status) is shown whole or the table is stacked.
+#: A text column whose widest cell is longer than this may fold in a table, to no less than
+#: :data:`FOLD_WIDTH`; a shorter one (a name, a judge, a status) is shown whole or the table
+#: is stacked.
 LONG_TEXT = 40
+FOLD_WIDTH = 24
 # C0 controls but tab and newline, DEL, C1 controls.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -78,7 +80,7 @@ class FitTable(Table):
             yield text(self.title, style="bold")
         headers = [str(c.header) for c in self.columns]
         for row in self.cells:
-            yield Text.assemble(row[0], style="bold", no_wrap=True, overflow="ignore")
+            yield Text.assemble(row[0], style="bold", overflow="fold")
             pairs = zip(headers[1:], row[1:], strict=True)
             cells = [Text.assemble((h, "dim"), " ", v) for h, v in pairs]
             yield from _packed(cells, options.max_width)
@@ -119,7 +121,7 @@ def table(
     widths = [max([len(h), *(_width(c[i]) for c in cells)]) for i, h in enumerate(headers)]
     needed = (
         sum(
-            w if h in numbers or h in whole or w <= LONG_TEXT else max(LONG_TEXT, len(h))
+            w if h in numbers or h in whole or w <= LONG_TEXT else max(FOLD_WIDTH, len(h))
             for h, w in zip(headers, widths, strict=True)
         )
         + 3 * len(headers)

@@ -54,7 +54,7 @@ def runs(
     infos = runs_store.list_runs(limit=limit, name=name, tags=parse_tags(tag))
     rows, notes = [], []
     for info in infos:
-        means = ", ".join(
+        means = "\n".join(
             f"{k} {v:.3f}" if v is not None else f"{k} -" for k, v in info.means.items()
         )
         bad = info.status in (FAILED, INTERRUPTED)
@@ -66,7 +66,7 @@ def runs(
                 info.name or "-",
                 " ".join(f"{k}={v}" for k, v in info.tags.items()) or "-",
                 info.judge,
-                info.dataset or "-",
+                near(info.dataset) if info.dataset else "-",
                 info.n_cases,
                 means,
                 near(info.out_dir) if info.out_dir else "-",

@@ -18,7 +18,7 @@ import numpy as np
 from contextlens.cases import CaseRecord
 from contextlens.report.evidence import clip, evidence_of
 from contextlens.report.format import finite, get, iter_results
-from contextlens.results import ItemResult, passes
+from contextlens.results import ItemResult, PassMarks
 from contextlens.schemas import Dataset
 from contextlens.stats import BayesianMode
 
@@ -59,18 +59,18 @@ def _meta_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def _status(item: ItemResult, mark: float) -> str:
-    verdict = passes(item, mark)
+def _status(item: ItemResult, marks: PassMarks) -> str:
+    verdict = marks.passes(item)
     if verdict is None:
         return FAILED
     return PASS if verdict else BELOW
 
 
 def case_table(
-    run: Any, metrics: Sequence[str], pass_marks: Mapping[str, float], ci_level: float = 0.95
+    run: Any, metrics: Sequence[str], pass_marks: PassMarks, ci_level: float = 0.95
 ) -> CaseTable:
     """The case explorer of ``run``: its items grouped by case, joined to its cases."""
-    table = CaseTable(metrics=list(metrics), pass_marks=dict(pass_marks))
+    table = CaseTable(metrics=list(metrics), pass_marks={m: pass_marks.mark(m) for m in metrics})
     index = {m: i for i, m in enumerate(table.metrics)}
     items: dict[str, dict[str, ItemResult]] = {}
     for item in iter_results(run):
@@ -94,7 +94,7 @@ def case_table(
         for metric, item in by_metric.items():
             at = index[metric]
             scores[at] = None if item.failed else finite(item.score)
-            statuses[at] = _status(item, table.pass_marks.get(metric, 0.5))
+            statuses[at] = _status(item, pass_marks)
         table.rows.append([case_id, scores, statuses, meta])
         table.details.append(_detail(case_id, record, by_metric, statuses, index))
     table.meta_fields = {

@@ -32,21 +32,23 @@ from contextlens.report.views import (
     comparison_view,
     metric_view,
 )
+from contextlens.results import EvalRun, PassMarks, pass_marks
+from contextlens.schemas import MetricKey
 
 __all__ = ["render_report", "write_report"]
 
 SCRIPTS = ("common.js", "report.js", "cases.js", "ready.js")
 
 
-def _pass_marks(run: Any, names: list[str], overrides: Mapping[str, float] | None) -> dict:
-    summaries = get(run, "summaries") or {}
+def _pass_marks(run: Any, overrides: Mapping[str, float] | None) -> PassMarks:
+    """The run's pass marks; for a stand-in of a run, those its summaries' settings give."""
+    if isinstance(run, EvalRun):
+        return pass_marks(run, overrides)
     marks = {}
-    for name in names:
-        settings = get(summaries.get(name), "settings")
-        mark = get(settings, "pass_mark")
-        marks[name] = float(mark) if mark is not None else DEFAULT_PASS
-    marks.update(overrides or {})
-    return marks
+    for name, summary in (get(run, "summaries") or {}).items():
+        mark = get(get(summary, "settings"), "pass_mark")
+        marks[MetricKey(name)] = float(mark) if mark is not None else DEFAULT_PASS
+    return PassMarks({**marks, **{MetricKey(k): v for k, v in (overrides or {}).items()}})
 
 
 def render_report(
@@ -70,7 +72,7 @@ def render_report(
     out_dir = get(run, "out_dir")
     levels = [get(summaries.get(n), "ci_level") for n in names]
     level = next((v for v in levels if v), 0.95)
-    cases = case_table(run, names, _pass_marks(run, names, pass_marks), ci_level=level)
+    cases = case_table(run, names, _pass_marks(run, pass_marks), ci_level=level)
     config = get(run, "config") or {}
     data = {
         "run_id": run_id,

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from contextlens.results import EvalRun, pass_marks, passes
+from contextlens.results import EvalRun, pass_marks
 from contextlens.schemas import ModelTestCase
 
 __all__ = ["write_csv"]
@@ -38,7 +38,7 @@ def write_csv(run: EvalRun, path: str | Path, overrides: Mapping[str, float] | N
         writer = csv.writer(handle)
         writer.writerow(COLUMNS + CASE_COLUMNS + [f"meta.{k}" for k in meta])
         for item in run.iter_results():
-            verdict = passes(item, marks.get(item.metric, 0.5))
+            verdict = marks.passes(item)
             status = "failed" if verdict is None else "pass" if verdict else "below"
             record = cases.get(item.case_id)
             case = record.case if record is not None else None

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from contextlens.results import EvalRun, pass_marks, passes
+from contextlens.results import EvalRun, pass_marks
 from contextlens.terminal import safe
 
 __all__ = ["junit_xml", "write_junit"]
@@ -39,7 +39,7 @@ def junit_xml(run: EvalRun, overrides: Mapping[str, float] | None = None) -> str
         if key not in by_metric:
             by_metric[key] = ET.SubElement(suites, "testsuite", name=_attr(key))
             counts[key] = [0, 0, 0]
-        mark = marks.get(key, 0.5)
+        mark = marks.mark(key)
         case = ET.SubElement(
             by_metric[key],
             "testcase",
@@ -48,7 +48,7 @@ def junit_xml(run: EvalRun, overrides: Mapping[str, float] | None = None) -> str
             time="0",
         )
         counts[key][0] += 1
-        verdict = passes(item, mark)
+        verdict = marks.passes(item)
         if verdict is None:
             counts[key][2] += 1
             error = ET.SubElement(

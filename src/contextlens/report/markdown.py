@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextlens.compare import Comparison
-from contextlens.results import EvalRun, pass_marks, passes
+from contextlens.results import EvalRun, pass_marks
 from contextlens.terminal import safe
 
 __all__ = ["comparison_markdown", "run_markdown"]
@@ -43,7 +43,7 @@ def run_markdown(run: EvalRun, overrides: Mapping[str, float] | None = None) -> 
     marks = pass_marks(run, overrides)
     below = dict.fromkeys(run.summaries, 0)
     for item in run.iter_results():
-        if passes(item, marks.get(item.metric, 0.5)) is False:
+        if marks.passes(item) is False:
             below[item.metric] = below.get(item.metric, 0) + 1
     rows = []
     for key, s in run.summaries.items():
@@ -60,7 +60,7 @@ def run_markdown(run: EvalRun, overrides: Mapping[str, float] | None = None) -> 
                 interval,
                 s.n,
                 s.n_failed,
-                f"{below.get(key, 0)} (< {marks.get(key, 0.5):g})",
+                f"{below.get(key, 0)} (< {marks.mark(key):g})",
             ]
         )
     title = f"### contextlens run `{cell(run.run_id)}`"

@@ -220,10 +220,10 @@ class RunStore(Closing):
     ) -> str:
         """Save ``run`` and every item result in one transaction; return its ``run_id``.
 
-        ``config`` is the caller's settings (metrics, CLI arguments ...), stored as JSON
-        (values that are not JSON become strings); its ``name`` and ``tags``, else the run's
-        own, are the run's. Recording a run id again replaces it; the run is ``completed``,
-        and keeps the command and process :meth:`start` recorded.
+        ``config`` is the caller's settings (metrics, CLI arguments ...), stored over the
+        run's own configuration as JSON (values that are not JSON become strings); its
+        ``name`` and ``tags`` are the run's. Recording a run id again replaces it; the run
+        is ``completed``, and keeps the command and process :meth:`start` recorded.
         """
         now = datetime.now(timezone.utc)
         row = (
@@ -238,7 +238,7 @@ class RunStore(Closing):
             _absolute(run.out_dir),
             None if dataset is None else str(dataset),
             dataset_fingerprint,
-            _json(dict(config or {})),
+            _json({**run.config, **(config or {})}),
             _json(library_versions()),
             _json({k: v.model_dump(mode="json") for k, v in run.summaries.items()}),
             _json(run.accounting),
@@ -249,7 +249,7 @@ class RunStore(Closing):
             started = conn.execute(
                 "SELECT command, cwd, pid, host FROM runs WHERE run_id = ?", (run.run_id,)
             ).fetchone()
-            labels = (*_labels({**run.config, **(config or {})}), run.data_fingerprint)
+            labels = (*_labels(json.loads(row[11])), run.data_fingerprint)
             replace_run(conn, row + tuple(started or (None, None, None, None)) + labels)
             batch: list[tuple[Any, ...]] = []
             for seq, item in enumerate(run.iter_results()):
