@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Annotated, Any, Generic, TypeVar, overload
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Discriminator, Tag
 
 from contextlens.schemas import Dataset, ModelTestCase
 
@@ -26,12 +26,22 @@ CASES_FILE = "cases.jsonl"
 T = TypeVar("T")
 
 
+def _kind(value: Any) -> str:
+    """A session has a conversation; anything else is a test case."""
+    if isinstance(value, dict):
+        return "session" if "conversation" in value else "case"
+    return "session" if isinstance(value, Dataset) else "case"
+
+
 class CaseRecord(BaseModel):
     """One case of a run: ``case_id``, the id its results go by, and the case itself (a test
     case, or a session with its turns), ``meta`` included."""
 
     case_id: str
-    case: ModelTestCase | Dataset
+    case: Annotated[
+        Annotated[ModelTestCase, Tag("case")] | Annotated[Dataset, Tag("session")],
+        Discriminator(_kind),
+    ]
 
     @property
     def meta(self) -> dict[str, Any]:

@@ -248,3 +248,32 @@ def test_ten_thousand_cases_make_a_page_quickly_and_build_no_rows() -> None:
     assert len(page.json("cl-rows")["rows"]) == 10_000
     assert sum(1 for b in page.blocks if b.startswith("cl-case-")) == 10_000
     assert len(html) < 40_000_000
+
+
+def test_a_session_turn_names_its_least_supported_claim_and_closest_context_sentence():
+    from contextlens.runner import evaluate
+
+    session = Dataset(
+        session_id="shop",
+        assistant_id="bot",
+        context="The shop opens at 9 am. Returns are accepted within 30 days. Parking is free.",
+        conversation=[
+            Batch(
+                qa_id="q1",
+                query="Can I return a kettle?",
+                assistant="Returns are accepted within 30 days. Shipping to Mars costs $400.",
+            )
+        ],
+    )
+    run = evaluate([session], ["context"], cache=False, progress=False)
+    [turn] = run.results[0].details.interactions
+    assert turn.claim == "Shipping to Mars costs $400."
+    assert turn.claim_support is not None and turn.claim_support < 0.5
+    assert turn.evidence in (
+        "The shop opens at 9 am.",
+        "Returns are accepted within 30 days.",
+        "Parking is free.",
+    )
+    detail = Blocks(render_report(run)).json("cl-case-0")
+    note = detail["metrics"][0]["turns"]["q1"]
+    assert (note["claim"], note["evidence"]) == (turn.claim, turn.evidence)

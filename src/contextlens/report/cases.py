@@ -67,28 +67,33 @@ def _status(item: ItemResult, marks: PassMarks) -> str:
 
 
 def case_table(
-    run: Any, metrics: Sequence[str], pass_marks: PassMarks, ci_level: float = 0.95
+    run: Any,
+    metrics: Sequence[str],
+    pass_marks: PassMarks,
+    ci_level: float = 0.95,
+    items: Iterable[Any] | None = None,
 ) -> CaseTable:
-    """The case explorer of ``run``: its items grouped by case, joined to its cases."""
+    """The case explorer of ``run``: its items (``items``, else the run's) grouped by case,
+    joined to its cases."""
     table = CaseTable(metrics=list(metrics), pass_marks={m: pass_marks.mark(m) for m in metrics})
     index = {m: i for i, m in enumerate(table.metrics)}
-    items: dict[str, dict[str, ItemResult]] = {}
-    for item in iter_results(run):
+    grouped: dict[str, dict[str, ItemResult]] = {}
+    for item in iter_results(run) if items is None else items:
         if not isinstance(item, ItemResult):
             item = ItemResult.model_validate(item)
         if item.metric not in index:
             index[item.metric] = len(table.metrics)
             table.metrics.append(item.metric)
-        items.setdefault(item.case_id, {}).setdefault(item.metric, item)
+        grouped.setdefault(item.case_id, {}).setdefault(item.metric, item)
     cases = _records(run)
-    order = [c for c in cases if c in items] + [c for c in items if c not in cases]
+    order = [c for c in cases if c in grouped] + [c for c in grouped if c not in cases]
     meta_values: dict[str, dict[str, None]] = {}
     for case_id in order:
         record = cases.get(case_id)
         meta = {k: _meta_text(v) for k, v in (record.meta if record else {}).items()}
         for key, value in meta.items():
             meta_values.setdefault(key, {})[value] = None
-        by_metric = items[case_id]
+        by_metric = grouped[case_id]
         scores: list[float | None] = [None] * len(table.metrics)
         statuses: list[str | None] = [None] * len(table.metrics)
         for metric, item in by_metric.items():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from contextlens.compare import Comparison
+from contextlens.report.format import fmt_diff, fmt_prob, fmt_score
 from contextlens.report.page import render_page, script_json, write_page
 from contextlens.report.views import comparison_view
 
@@ -34,6 +35,27 @@ def render_comparison(comparison: Comparison, *, title: str | None = None) -> st
         for m in comparison.metrics
     }
     view = comparison_view(comparison)
+    summary = [
+        {
+            "metric": m.metric,
+            "anchor": card.anchor,
+            "pairs": m.n_paired,
+            "a": fmt_score(m.mean_a),
+            "b": fmt_score(m.mean_b),
+            "diff": fmt_diff(m.mean_diff),
+            "tone": "" if not m.mean_diff else "neg" if m.mean_diff < 0 else "pos",
+            "interval": (
+                f"[{fmt_diff(m.ci_low)}, {fmt_diff(m.ci_high)}]" if m.ci_low is not None else "—"
+            ),
+            "p": fmt_prob(m.p_b_better),
+            "unpaired": m.n_unpaired,
+            "regressed": counts[m.metric]["regressed"],
+            "improved": counts[m.metric]["improved"],
+            "verdict": m.verdict,
+            "verdict_tone": card.tone,
+        }
+        for m, card in zip(comparison.metrics, view.metrics, strict=True)
+    ]
     a = _side(comparison.run_a, comparison.label_a)
     b = _side(comparison.run_b, comparison.label_b)
     return render_page(
@@ -45,6 +67,7 @@ def render_comparison(comparison: Comparison, *, title: str | None = None) -> st
         label_a=a,
         label_b=b,
         counts=counts,
+        summary=summary,
         changes_json=script_json({"metrics": metrics, "rows": rows}),
     )
 

@@ -23,7 +23,7 @@ from markupsafe import Markup
 
 from contextlens.metrics.base import DEFAULT_PASS, OFFLINE_SCALE_NOTE
 from contextlens.report.cases import case_table
-from contextlens.report.format import as_dict, ci_text, fmt_seconds, get
+from contextlens.report.format import as_dict, ci_text, fmt_seconds, get, iter_results
 from contextlens.report.page import render_page, script_json, write_page
 from contextlens.report.views import (
     Collected,
@@ -60,7 +60,8 @@ def render_report(
 ) -> str:
     """The report page as a string; see :func:`write_report`."""
     summaries = get(run, "summaries") or {}
-    collected = collect(run)
+    items = list(iter_results(run))
+    collected = collect(items)
     names = list(summaries) + [m for m in collected if m not in summaries]
     metrics = [
         metric_view(name, summaries.get(name, {}), collected.get(name, Collected()), i)
@@ -72,7 +73,7 @@ def render_report(
     out_dir = get(run, "out_dir")
     levels = [get(summaries.get(n), "ci_level") for n in names]
     level = next((v for v in levels if v), 0.95)
-    cases = case_table(run, names, _pass_marks(run, pass_marks), ci_level=level)
+    cases = case_table(run, names, _pass_marks(run, pass_marks), ci_level=level, items=items)
     config = get(run, "config") or {}
     data = {
         "run_id": run_id,

@@ -30,7 +30,10 @@ __all__ = ["clean", "render_page", "script_json", "write_page"]
 
 def script_json(data: Any) -> Markup:
     """JSON safe inside ``<script type="application/json">``: no ``<``, ``>``, ``&``."""
-    text = json.dumps(clean(data), ensure_ascii=False, allow_nan=False, default=str)
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, default=str)
+    except ValueError:  # a NaN or an infinity: null in strict JSON
+        text = json.dumps(clean(data), ensure_ascii=False, allow_nan=False, default=str)
     for char, code in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(char, code)
     text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")

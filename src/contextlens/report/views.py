@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,6 @@ from contextlens.report.format import (
     fmt_score,
     fmt_seconds,
     get,
-    iter_results,
     values,
 )
 from contextlens.report.plots import diff_histogram, interval_bar, num, score_histogram
@@ -194,10 +193,10 @@ def _raw_reply(details: Any) -> str:
     return str(raw) if raw else ""
 
 
-def collect(run: Any) -> dict[str, Collected]:
+def collect(items: Iterable[Any]) -> dict[str, Collected]:
     """Per metric: the scores of its items, its failures (the first 50 kept)."""
     out: dict[str, Collected] = {}
-    for item in iter_results(run):
+    for item in items:
         bucket = out.setdefault(str(get(item, "metric", "")), Collected())
         bucket.n_items += 1
         row = _row(item)

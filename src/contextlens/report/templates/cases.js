@@ -172,7 +172,7 @@
             note.reason ? el("div", { className: "why", text: note.reason }) : null,
             note.claim ? el("div", { className: "claim" }, [el("b", { text: "least supported claim: " }),
               note.claim + (note.claim_support !== undefined ? " (support " + CL.score(note.claim_support) + ")" : "")]) : null,
-            note.evidence ? el("div", { className: "claim" }, [el("b", { text: "closest context sentence: " }),
+            note.evidence ? el("div", { className: "claim" }, [el("b", { text: "closest evidence sentence: " }),
               note.evidence]) : null,
             note.error ? el("div", { className: "error", text: note.error }) : null,
             note.raw_reply ? el("details", { "data-role": "raw-reply" }, [
