@@ -12,6 +12,7 @@ chunks and verdicts, and filtering the cases by a ``meta`` value. Prints one tab
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -103,7 +104,8 @@ def main() -> None:
         write_s = time.perf_counter() - start
         size = page.stat().st_size
         timings = browse(page, args.cases)
-    print(f"{args.cases:,} cases, 2 metrics, offline")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{args.cases:,} cases, 2 metrics, offline; load average {load}")
     print(f"| step | seconds |\n| --- | ---: |\n| the run | {run_s:.1f} |")
     print(f"| write report.html ({size / 1e6:.1f} MB) | {write_s:.1f} |")
     if isinstance(timings, str):
