@@ -25,7 +25,7 @@ from contextlens.report.format import (
     get,
     values,
 )
-from contextlens.report.plots import diff_histogram, interval_bar, num, score_histogram
+from contextlens.report.plots import diff_histogram, interval_bar, score_histogram
 
 __all__ = [
     "Collected",
@@ -72,32 +72,6 @@ class Row:
     reason: str
     spread: str = ""
     raw_reply: str = ""  # the judge's last reply, for a failed item whose reply was unusable
-
-    @property
-    def bar_pct(self) -> str | None:
-        """Width of the small score bar, 0..100 (scores outside 0..1 are clipped)."""
-        if self.score is None:
-            return None
-        return num(100 * min(max(self.score, 0.0), 1.0))
-
-    @property
-    def status(self) -> str:
-        if self.failed:
-            return "failed"
-        if self.success is True:
-            return "pass"
-        if self.success is False:
-            return "below threshold"
-        return "scored"
-
-    @property
-    def status_tone(self) -> str:
-        return {"failed": "bad", "pass": "good", "below threshold": "warn"}.get(self.status, "")
-
-    @property
-    def status_key(self) -> str:
-        order = {"failed": 0, "below threshold": 1, "pass": 2, "scored": 3}
-        return f"{order[self.status]}-{self.status}"
 
 
 @dataclass

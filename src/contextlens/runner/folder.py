@@ -18,7 +18,7 @@ from contextlens.errors import InputError
 from contextlens.results import RESULTS_FILE, ItemResult
 from contextlens.schemas import Dataset, ModelTestCase
 
-__all__ = ["LATEST", "ResultSink", "RunFolder", "latest_run", "new_run_id"]
+__all__ = ["LATEST", "CaseLog", "ResultSink", "RunFolder", "latest_run", "new_run_id"]
 
 LATEST = "latest"
 """The name, in an ``out`` folder, of the pointer to its newest completed run."""
@@ -94,19 +94,50 @@ def latest_run(out: str | Path) -> Path | None:
     return None
 
 
+class CaseLog:
+    """Writes each case, once scored, as one line of ``cases.jsonl`` (its id, fields and
+    ``meta``), flushed at once; fingerprints the cases; without a folder, keeps them when
+    ``keep``."""
+
+    def __init__(self, folder: Path | None, *, keep: bool = False) -> None:
+        self.fingerprint = DataFingerprint()
+        self.cases: list[CaseRecord] | None = [] if keep and folder is None else None
+        self.handle: IO[str] | None = None
+        if folder is not None:
+            self.handle = open(folder / CASES_FILE, "x", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, case_id: str, case: ModelTestCase | Dataset) -> None:
+        record = CaseRecord(case_id=case_id, case=case)
+        text = record.line()
+        self.fingerprint.add(text)
+        if self.cases is not None:
+            self.cases.append(record)
+        if self.handle is not None:
+            self.handle.write(text)
+            self.handle.flush()
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+
 class ResultSink:
-    """Writes each item result as one JSON line of ``results.jsonl``, and each case, once
-    scored, as one line of ``cases.jsonl`` (its id, fields and ``meta``), flushed at once.
-    Fingerprints the cases; without a folder, keeps them when ``keep_cases``."""
+    """Writes each item result as one JSON line of ``results.jsonl``, flushed at once, and
+    each case once scored into the run's :class:`CaseLog`."""
 
     def __init__(self, folder: Path | None, *, keep_cases: bool = False) -> None:
         self.handle: IO[str] | None = None
-        self.cases_handle: IO[str] | None = None
-        self.fingerprint = DataFingerprint()
-        self.cases: list[CaseRecord] | None = [] if keep_cases and folder is None else None
         if folder is not None:
             self.handle = open(folder / RESULTS_FILE, "x", encoding="utf-8")  # noqa: SIM115
-            self.cases_handle = open(folder / CASES_FILE, "x", encoding="utf-8")  # noqa: SIM115
+        self.log = CaseLog(folder, keep=keep_cases)
+
+    @property
+    def fingerprint(self) -> DataFingerprint:
+        return self.log.fingerprint
+
+    @property
+    def cases(self) -> list[CaseRecord] | None:
+        return self.log.cases
 
     def write(self, item: ItemResult) -> None:
         if self.handle is not None:
@@ -115,16 +146,9 @@ class ResultSink:
 
     def write_case(self, case_id: str, case: ModelTestCase | Dataset) -> None:
         """Record the case whose items were just written."""
-        record = CaseRecord(case_id=case_id, case=case)
-        text = record.line()
-        self.fingerprint.add(text)
-        if self.cases is not None:
-            self.cases.append(record)
-        if self.cases_handle is not None:
-            self.cases_handle.write(text)
-            self.cases_handle.flush()
+        self.log.write(case_id, case)
 
     def close(self) -> None:
-        for handle in (self.handle, self.cases_handle):
-            if handle is not None:
-                handle.close()
+        if self.handle is not None:
+            self.handle.close()
+        self.log.close()

@@ -196,7 +196,9 @@
         el("b", { text: result.metric }), " ",
         el("span", { className: "pill " + TONE[result.status || "scored"],
                      text: result.status === "failed" ? "failed" : CL.score(result.score) + " · " + STATUS_TEXT[result.status || "scored"] }),
-        result.judge ? el("span", { className: "tag", text: "judge " + result.judge }) : null
+        result.judge ? el("span", { className: "tag", text: "judge " + result.judge }) : null,
+        result.spread !== null && result.spread !== undefined
+          ? el("span", { className: "tag", text: "± " + CL.score(result.spread) + " over repeats" }) : null
       ]),
       result.reason ? el("div", { className: "why", text: result.reason }) : null,
       result.error ? el("div", { className: "error", "data-role": "failure-reason", text: result.error }) : null,

@@ -174,7 +174,8 @@ class RayExecutor:
             folder=folder,
             kept=driver.kept,
             complete=not isinstance(config.out, RunFolder),
-        )
+            data_fingerprint=driver.cases.fingerprint.hexdigest(),
+        ).with_cases(driver.cases.cases)
 
     def _folder(self, out: Any) -> tuple[RunFolder | None, bool]:
         """The run's folder, and whether it continues a run (``resume``)."""
