@@ -329,6 +329,10 @@ def test_a_report_of_10000_cases_opens_a_case_and_filters_by_meta(browser, tmp_p
         failed == sorted(f"case-{i:05d}" for i in range(10_000) if i % 97 == 3 and i % 4 == 0)[:100]
     )
 
+    Select(cases.find_element(By.CSS_SELECTOR, "[data-role=status-filter]")).select_by_value("pass")
+    passing = cases.find_elements(By.CSS_SELECTOR, "tr[data-case]")
+    assert passing and {r.get_attribute("data-status") for r in passing} == {"pass"}
+
     # the slice table of the first meta field
     slices = browser.find_elements(By.CSS_SELECTOR, "[data-role=slice-table] tr[data-slice]")
     assert [s.get_attribute("data-slice") for s in slices] == [
