@@ -139,17 +139,23 @@ def test_runs_and_compare(run_cli, tmp_path, cases_file, monkeypatch):
             "--out",
             tmp_path / name,
             "-q",
+            "--name",
+            "runs-and-compare",
         )
         assert code == 0
-    first, second = RunStore().latest(2)
-    code, text = run_cli("runs")
+    first, second = RunStore().latest(2, name="runs-and-compare")
+    code, text = run_cli("runs", "--name", "runs-and-compare")
     assert code == 0 and first.run_id in text and second.run_id in text
     rows = {r.split()[1]: r for r in text.splitlines() if first.run_id in r or second.run_id in r}
     assert "status" in text and all("completed" in row for row in rows.values())
     assert f"b/{second.run_id}" in text  # each run's folder, from the working folder
     code, text = run_cli("compare", first.run_id[:6], second.run_id, "--out", tmp_path / "cmp")
     assert code == 0, text
-    assert "identical" in text and (tmp_path / "cmp" / "compare.html").exists()
+    page = tmp_path / "cmp" / f"compare-{first.run_id}-{second.run_id}.html"
+    assert "identical" in text and page.exists()
+    rate = f"{first.summaries['context-similarity'].pass_rate:.0%}"
+    assert "pass A -> B" in text and f"{rate} -> {rate}" in text
+    assert f'data-field="pass_rates">{rate} → {rate}<' in page.read_text()
     code, text = run_cli("compare", "zzzz", second.run_id)
     assert code == 2 and "zzzz" in text
 
@@ -233,3 +239,90 @@ def test_an_offline_run_says_its_scores_rank_and_calibrate_sets_the_scale(
     assert 'data-role="offline-note"' in report
     code, text = run_cli("run", cases_file, "-m", "context-similarity", "--out", out, "--no-store")
     assert code == 0 and "Offline scores rank items" not in text  # embedding similarity, no model
+
+
+def test_a_named_tagged_run_writes_the_files_ci_reads(run_cli, tmp_path, cases_file, monkeypatch):
+    junitparser = pytest.importorskip("junitparser")
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, text = run_cli(
+        "run",
+        cases_file,
+        "-m",
+        "context-precision",
+        "--out",
+        tmp_path / "out",
+        "-q",
+        "--name",
+        "ci-files",
+        "--tag",
+        "branch=main",
+        "--tag",
+        "model=small",
+        "--junit",
+        tmp_path / "ci" / "junit.xml",
+        "--markdown",
+        summary,
+        "--csv",
+        tmp_path / "ci" / "items.csv",
+    )
+    assert code == 0, text
+    xml = junitparser.JUnitXml.fromfile(str(tmp_path / "ci" / "junit.xml"))
+    assert xml.tests == 3 and {c.name for s in xml for c in s} == {"c0", "c1", "c2"}
+    written = summary.read_text()
+    assert written.startswith("earlier step\n### contextlens run `")  # appended
+    assert "| context-precision | offline |" in written
+    rows = (tmp_path / "ci" / "items.csv").read_text().splitlines()
+    assert len(rows) == 4 and rows[0].startswith("case_id,metric,score,status")
+    (info,) = RunStore().list_runs(name="ci-files")
+    assert info.tags == {"branch": "main", "model": "small"}
+    code, text = run_cli("runs", "--tag", "model=small", "--html", tmp_path / "index.html")
+    assert code == 0 and info.run_id in text and "branch=main" in text
+    assert f'href="out/{info.run_id}/report.html"' in (tmp_path / "index.html").read_text()
+
+
+def test_bad_names_tags_and_output_paths_are_usage_errors(run_cli, tmp_path, cases_file):
+    base = ["run", cases_file, "-m", "context-precision", "--out", tmp_path / "o", "-q"]
+    code, text = run_cli(*base, "--tag", "novalue")
+    assert code == 2 and "--tag expects KEY=VALUE" in text
+    code, text = run_cli(*base, "--junit", tmp_path)
+    assert code == 2 and "--junit" in text and "folder" in text
+    assert not (tmp_path / "o").exists()  # refused before the run
+
+
+def test_compare_folders_says_where_the_runs_differ_and_trend_follows_a_name(
+    run_cli, tmp_path, cases_file
+):
+    changed = tmp_path / "changed.jsonl"
+    rows = [json.loads(x) for x in cases_file.read_text().splitlines()]
+    rows[1]["actual_output"] = "Parking is free."
+    rows.append({**rows[0], "id": "c9"})
+    changed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for data in (cases_file, changed, changed):
+        code, text = run_cli(
+            "run",
+            data,
+            "-m",
+            "context-precision",
+            "--out",
+            tmp_path / "o",
+            "-q",
+            "--name",
+            "followed",
+        )
+        assert code == 0, text
+    first, second, _ = (i.run_id for i in reversed(RunStore().list_runs(name="followed")))
+    code, text = run_cli(
+        "compare", tmp_path / "o" / first, tmp_path / "o" / second, "--out", tmp_path / "cmp"
+    )
+    assert code == 0, text
+    assert "warning the cases' data differ" in text
+    assert "warning the case sets differ: 0 case(s) only in A, 1 only in B" in text
+    assert re.search(r"c1\s+│?\s*context-precision.*regressed", text), text
+    assert (tmp_path / "cmp" / f"compare-{first}-{second}.html").exists()
+    code, text = run_cli("trend", "--name", "followed", "--out", tmp_path / "trend.html")
+    assert code == 0, text
+    assert "3 runs, oldest first" in text and (tmp_path / "trend.html").exists()
+    code, text = run_cli("trend", first)
+    assert code == 2 and "2 or more" in text

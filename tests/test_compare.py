@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from contextlens.compare import compare
+from contextlens.errors import InputError
 from contextlens.runner import EvalRun, ItemResult, MetricSummary
 from contextlens.store import RunStore
 
@@ -193,3 +196,95 @@ def test_argument_checks():
         compare(run, run, ci_level=1.0)
     with pytest.raises(ValueError, match="threshold"):
         compare(run, run, threshold=0.4)
+
+
+# -- what changed, case by case; where the runs differ ---------------------------------------
+
+
+def test_changes_list_regressions_first_largest_first():
+    a = make_run("a", {"m": {"c1": 0.9, "c2": 0.5, "c3": 0.5, "c4": 0.2, "c5": 0.7, "c6": 0.4}})
+    b = make_run("b", {"m": {"c1": 0.3, "c2": 0.4, "c3": 0.9, "c4": None, "c5": 0.7, "c7": 0.1}})
+    m = compare(a, b).metric("m")
+    assert [(c.case_id, c.change) for c in m.changes] == [
+        ("c4", "newly failed"),
+        ("c1", "regressed"),
+        ("c2", "regressed"),
+        ("c3", "improved"),
+        ("c5", "unchanged"),
+        ("c6", "only in A"),
+        ("c7", "only in B"),
+    ]
+    assert [c.case_id for c in m.regressions] == ["c4", "c1", "c2"]
+    assert m.changes[1].diff == pytest.approx(-0.6)
+
+
+def test_unpaired_counts_each_case_once():
+    # 30 cases in A; in B one failed and one absent: two cases are not paired, not three
+    scores = {f"c{i:02d}": 0.5 for i in range(30)}
+    a = make_run("a", {"m": scores})
+    b_scores = {**scores, "c00": None}
+    del b_scores["c01"]
+    b = make_run("b", {"m": b_scores})
+    a.results.append(ItemResult(case_id="c01", metric="m", score=None, error="JudgeError: x"))
+    a.results[:] = [r for r in a.results if not (r.case_id == "c01" and r.error is None)]
+    m = compare(a, b).metric("m")
+    assert m.n_paired == 28 and m.n_unpaired == 2
+    assert m.n_unpaired == len({c.case_id for c in m.changes if c.change != "unchanged"})
+
+
+def _with_settings(run, judge="offline", threshold=0.5, prompts="p1", fingerprint="f1"):
+    from contextlens.metrics.settings import MetricSettings
+
+    for key, s in run.summaries.items():
+        run.summaries[key] = s.model_copy(
+            update={
+                "judge": judge,
+                "threshold": threshold,
+                "settings": MetricSettings(values={"threshold": threshold}, prompts=prompts),
+            }
+        )
+    run.data_fingerprint = fingerprint
+    return run
+
+
+def test_warnings_name_every_way_the_runs_differ():
+    a = _with_settings(make_run("a", {"m": {"c1": 0.5, "c2": 0.6}}))
+    same = _with_settings(make_run("b", {"m": {"c1": 0.5, "c2": 0.7}}))
+    assert compare(a, same).warnings == []
+    b = _with_settings(
+        make_run("b", {"m": {"c1": 0.5, "c3": 0.7}}),
+        judge="openai:gpt-4o-mini",
+        threshold=0.7,
+        prompts="p2",
+        fingerprint="f2",
+    )
+    warnings = compare(a, b).warnings
+    assert [w.kind for w in warnings] == ["judge", "settings", "prompts", "data", "cases"]
+    by_kind = {w.kind: w.message for w in warnings}
+    assert by_kind["judge"] == "m: judged by offline in A, by openai:gpt-4o-mini in B"
+    assert by_kind["settings"] == (
+        "m: the pass mark is 0.5 in A, 0.7 in B (the pass rates are of different bars)"
+    )
+    assert by_kind["cases"] == "the case sets differ: 1 case(s) only in A, 1 only in B"
+
+
+def test_runs_are_named_by_their_folders(tmp_path):
+    from contextlens.runner import evaluate
+    from contextlens.schemas import ModelTestCase
+
+    cases = [
+        ModelTestCase(input="When?", actual_output="At 9.", retrieval_context=["9 am."], name="a"),
+        ModelTestCase(
+            input="Where?", actual_output="Here.", retrieval_context=["Main St."], name="b"
+        ),
+    ]
+    first = evaluate(cases, ["context-similarity"], cache=False, progress=False, out=tmp_path)
+    second = evaluate(cases[:1], ["context-similarity"], cache=False, progress=False, out=tmp_path)
+    result = compare(str(Path(first.out_dir)), str(tmp_path))  # a folder, and OUT: its latest
+    assert (result.run_a, result.run_b) == (first.run_id, second.run_id)
+    m = result.metric("context-similarity")
+    assert m.n_paired == 1 and m.n_unpaired == 1
+    assert [w.kind for w in result.warnings] == ["data", "cases"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="neither a run folder"):
+        compare(first.out_dir, str(tmp_path / "empty"))

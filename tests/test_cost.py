@@ -4,8 +4,10 @@ call and estimates what the run then spends on the fake server; ``--max-cost`` /
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -218,6 +220,33 @@ def test_a_capped_run_goes_on_from_the_cache_with_a_higher_cap(run_cli, tmp_path
         assert server.calls == 30  # what was paid for is replayed, the rest is asked
     results = [json.loads(x) for x in (tmp_path / "out/latest/results.jsonl").open()]
     assert len(results) == 30 and all(r["score"] is not None for r in results)
+
+
+def test_a_capped_run_writes_its_files_for_ci_and_every_case_it_read(run_cli, tmp_path):
+    from contextlens.compare import compare
+    from contextlens.results import EvalRun
+
+    data = tmp_path / "cases.jsonl"
+    data.write_text("\n".join(c.model_dump_json() for c in rag_cases(30)) + "\n")
+    out = tmp_path / "out"
+    with FakeOpenAIServer(reply=reply) as server:
+        code, text = run_cli("run", data, "-m", "contextual-relevancy", "--judge",
+                             f"{server.base_url}#{MODEL}", "--cache", "off", "--out", out,
+                             "--no-store", "--max-cost", "0.001", "--junit", tmp_path / "j.xml",
+                             "--csv", tmp_path / "items.csv")  # fmt: skip
+    assert code == 4, text
+    run = EvalRun.from_folder(out / "latest")
+    summary = run.summaries["contextual-relevancy"]
+    assert 0 < summary.n_not_run < 30
+    assert sorted(run.cases()) == sorted(f"c{i}" for i in range(30))  # the not-run ones too
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and int(suite.get("skipped", "")) == summary.n_not_run
+    assert int(suite.get("tests", "")) == 30
+    with open(tmp_path / "items.csv", encoding="utf-8", newline="") as handle:
+        statuses = [r["status"] for r in csv.DictReader(handle)]
+    assert statuses.count("not run") == summary.n_not_run
+    whole = next(d for d in compare(run, run).warnings if d.kind == "cases")
+    assert "stopped before all its cases (the cost cap of $0.001 was reached)" in whole.message
 
 
 def test_a_cap_needs_a_priced_model_and_says_so_before_any_call():

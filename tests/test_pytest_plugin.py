@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -151,8 +152,13 @@ def test_report_option_writes_the_session_report(pytester: pytest.Pytester) -> N
     html = report.read_text(encoding="utf-8")
     assert 'data-metric="context" data-field="n" data-value="2"' in html
     assert 'data-metric="context-precision" data-field="n" data-value="1"' in html
-    assert "below threshold" in html  # the failing case is marked in the table
-    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)" in html
+    rows = json.loads(
+        html.split('<script type="application/json" id="cl-rows">')[1].split("</script>")[0]
+    )
+    [hours] = [r for r in rows["rows"] if "hours" in r[0]]
+    assert "below" in hours[2]  # the failing case is marked below its pass mark
+    assert "<script>alert(1)</script>" not in html  # the hostile id is data, escaped
+    assert any("<script>alert(1)</script>" in r[0] for r in rows["rows"])
     result.stdout.fnmatch_lines(["contextlens report: *report.html"])
 
 

@@ -66,7 +66,8 @@ def test_each_run_writes_into_its_own_folder_and_latest_names_the_newest(tmp_pat
     for run, n in ((first, 3), (second, 2)):
         folder = out / run.run_id
         assert Path(run.out_dir) == folder
-        assert sorted(p.name for p in folder.iterdir()) == ["results.jsonl", "summary.json"]
+        files = sorted(p.name for p in folder.iterdir())
+        assert files == ["cases.jsonl", "results.jsonl", "summary.json"]
         assert len(_lines(folder / "results.jsonl")) == n
         assert json.loads((folder / "summary.json").read_text())["run_id"] == run.run_id
     assert not (out / "results.jsonl").exists() and not (out / "summary.json").exists()
@@ -131,7 +132,8 @@ def test_a_failed_run_leaves_only_its_own_partial_results(tmp_path):
     with pytest.raises(InputError, match=r"cases\.jsonl:4"):
         _run(cases_then_a_bad_one(), out)
     (failed,) = [p for p in out.iterdir() if p.name not in (done.run_id, "latest")]
-    assert [p.name for p in failed.iterdir()] == ["results.jsonl"]  # no summary, no report
+    # no summary, no report
+    assert sorted(p.name for p in failed.iterdir()) == ["cases.jsonl", "results.jsonl"]
     assert sorted(line["case_id"] for line in _lines(failed / "results.jsonl")) == [
         "partial-0",
         "partial-1",
@@ -139,6 +141,7 @@ def test_a_failed_run_leaves_only_its_own_partial_results(tmp_path):
     ]
     assert latest_run(out) == out / done.run_id  # still the last completed run
     assert sorted(p.name for p in (out / done.run_id).iterdir()) == [
+        "cases.jsonl",
         "results.jsonl",
         "summary.json",
     ]
@@ -204,7 +207,8 @@ def test_a_failed_command_run_is_recorded_failed_and_leaves_nothing_stale(
     assert (failed.status, completed.run_id) == ("failed", done.run_id)
     assert "cases.jsonl:3" in failed.error
     assert failed.out_dir == str(out / failed.run_id)
-    assert [p.name for p in (out / failed.run_id).iterdir()] == ["results.jsonl"]
+    left = sorted(p.name for p in (out / failed.run_id).iterdir())
+    assert left == ["cases.jsonl", "results.jsonl"]
     assert len(_lines(out / failed.run_id / "results.jsonl")) == 2
     assert latest_run(out) == out / done.run_id
     assert (out / "latest" / "report.html").exists()

@@ -81,7 +81,7 @@ def test_round_trip(store, tmp_path):
     assert rid == "abc123def456"
     loaded = store.load(rid)
     assert isinstance(loaded, StoredRun) and isinstance(loaded, EvalRun)
-    assert loaded.results == []  # streamed, not held
+    assert loaded.results == run.results  # streamed from the store when asked
     assert list(loaded.iter_results()) == run.results
     assert loaded.summaries == run.summaries
     assert loaded.accounting == {"calls": 0}
@@ -273,7 +273,7 @@ def test_evaluate_then_record(store, tmp_path):
     run = evaluate(
         cases, [_Fixed()], embedder=_Embedder(), cache=False, progress=False, out=tmp_path / "o"
     )
-    assert run.results == []  # written to out/, read back by iter_results()
+    assert sorted(r.case_id for r in run.results) == ["a", "b", "bad"]  # read back from out/
     store.record(run, config={"metrics": ["fixed"]}, dataset_fingerprint=fingerprint_cases(cases))
     loaded = store.load(run.run_id[:6])
     assert sorted((r.case_id, r.score) for r in loaded.iter_results()) == [
@@ -368,6 +368,61 @@ def test_a_store_of_version_1_is_migrated_in_place(tmp_path):
         assert (info.run_id, info.status, info.command) == ("old", "completed", None)
         migrated.start("new", command="contextlens run z")
         assert [i.status for i in migrated.list_runs()] == ["running", "completed"]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (store_mod.SCHEMA_VERSION,)
+    conn.close()
+
+
+# -- names and tags --------------------------------------------------------------------------
+
+
+def test_runs_are_named_tagged_and_filtered(store):
+    for run_id, name, tags, started in (
+        ("n1", "nightly", {"branch": "main"}, "2024-01-01T00:00:00+00:00"),
+        ("n2", "nightly", {"branch": "dev"}, "2024-01-02T00:00:00+00:00"),
+        ("n3", "nightly", {"branch": "main", "model": "x"}, "2024-01-03T00:00:00+00:00"),
+        ("other", "ad-hoc", {}, "2024-01-04T00:00:00+00:00"),
+    ):
+        run = make_run(run_id, [0.5], started=started)
+        run.config = {"name": name, "tags": tags}
+        run.data_fingerprint = f"fp-{run_id}"
+        store.record(run)
+    assert [i.run_id for i in store.list_runs(name="nightly")] == ["n3", "n2", "n1"]
+    assert [i.run_id for i in store.list_runs(tags={"branch": "main"})] == ["n3", "n1"]
+    assert [i.run_id for i in store.list_runs(name="nightly", tags={"model": "x"})] == ["n3"]
+    assert [i.run_id for i in store.list_runs(limit=1, tags={"branch": "main"})] == ["n3"]
+    info = store.list_runs(name="ad-hoc")[0]
+    assert (info.name, info.tags) == ("ad-hoc", {})
+    assert [r.run_id for r in store.latest(2, name="nightly")] == ["n2", "n3"]
+    loaded = store.load("n3")
+    assert (loaded.name, loaded.tags) == ("nightly", {"branch": "main", "model": "x"})
+    assert loaded.data_fingerprint == "fp-n3"
+
+
+def test_a_started_run_has_its_name_and_tags(store):
+    store.start("s1", config={"name": "nightly", "tags": {"branch": "main"}})
+    (info,) = store.list_runs(name="nightly")
+    assert (info.status, info.tags) == ("running", {"branch": "main"})
+
+
+def test_a_store_of_version_2_gets_names_and_tags(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    with RunStore(path) as new:
+        new.record(make_run("kept", [0.5]))
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "DROP INDEX runs_by_name; ALTER TABLE runs DROP COLUMN name; "
+        "ALTER TABLE runs DROP COLUMN tags; ALTER TABLE runs DROP COLUMN data_fingerprint; "
+        "PRAGMA user_version = 2;"
+    )
+    conn.close()
+    with RunStore(path) as migrated:
+        (info,) = migrated.list_runs()
+        assert (info.run_id, info.name, info.tags) == ("kept", None, {})
+        run = make_run("named", [0.1])
+        run.config = {"name": "nightly"}
+        migrated.record(run)
+        assert [i.run_id for i in migrated.list_runs(name="nightly")] == ["named"]
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone() == (store_mod.SCHEMA_VERSION,)
     conn.close()

@@ -145,3 +145,85 @@ def test_calibrate_slices_with_markup_in_their_values(run_cli, tmp_path):
     )
     assert code == 0, text
     assert re.search(r"\[/x\]0", text) and re.search(r"\[/x\]1", text)
+
+
+# -- tables at any width ---------------------------------------------------------------------
+
+METRICS = ["contextual-relevancy", "context-precision:strict", "context-similarity"]
+
+
+def _run_table():
+    from contextlens.cli.run import summary_table
+    from contextlens.results import EvalRun, MetricSummary
+
+    summaries = {
+        key: MetricSummary(
+            metric=key,
+            n=300,
+            n_scored=297,
+            n_failed=3,
+            mean=0.8125,
+            ci_low=0.79,
+            ci_high=0.833,
+            judge="http://127.0.0.1:8080/v1#qwen2.5-7b-instruct" if i else "offline",
+            seconds=12.5,
+            accounting={"calls": 300, "prompt_tokens": 120000, "completion_tokens": 8000},
+        )
+        for i, key in enumerate(METRICS)
+    }
+    run = EvalRun(
+        run_id="3f2a9c1e0b7d",
+        started_at="",
+        duration_s=1.0,
+        judge="j",
+        embedder="e",
+        repeats=1,
+        summaries=summaries,
+        accounting={"total": {"cache_hits": 0}},
+        out_dir="contextlens-out/3f2a9c1e0b7d",
+    )
+    return summary_table(run)
+
+
+def _printed(renderable, width: int) -> str:
+    import io
+
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, markup=False, highlight=False).print(renderable)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 120])
+def test_a_short_terminal_stacks_the_run_table_with_every_name_whole(width):
+    shown = _printed(_run_table(), width)
+    lines = shown.splitlines()
+    assert all(len(x) <= width for x in lines), max(lines, key=len)
+    for key in METRICS:
+        assert key in lines  # each metric heads its block, whole, on a line of its own
+    assert shown.count("http://127.0.0.1:8080/v1#qwen2.5-7b-instruct") == 2  # never cut
+    assert shown.count("[0.790, 0.833]") == 3 and "120,000/8,000" in shown
+
+
+def test_a_wide_terminal_shows_the_grid():
+    shown = _printed(_run_table(), 200)
+    assert "┃ metric" in shown
+    rows = [x for x in shown.splitlines() if any(k in x for k in METRICS)]
+    assert len(rows) == 3 and all("0.812" in r for r in rows)
+
+
+def test_an_id_longer_than_the_line_loses_nothing():
+    long_id = "case-" + "x" * 120
+    shown = _printed(table(None, ["case", "score"], [[long_id, "0.5"]], numeric=["score"]), 80)
+    assert long_id in shown.replace("\n", "")  # folded at the edge of the line, never cut
+
+
+def test_columns_named_to_fold_keep_a_wide_table_a_grid():
+    rows = [[f"field-{i}", "an alias, another alias", "x" * 38, "y" * 39] for i in range(3)]
+    headers = ["field", "also", "type", "meaning"]
+    stacked = _printed(table(None, headers, rows), 100)
+    assert "┃ field" not in stacked and "field-0" in stacked.splitlines()
+    grid = _printed(table(None, headers, rows, fold=headers), 100)
+    assert "┃ field" in grid and all(len(x) <= 100 for x in grid.splitlines())
+    assert grid.count("x") == 3 * 38 and "│         │" in grid  # folded onto a second line

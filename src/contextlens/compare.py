@@ -17,21 +17,52 @@ Every metric scores "higher is better". Verdicts, with ``threshold`` (default 0.
 
 Results are deterministic for a ``seed``: each metric has its own random stream derived
 from the seed and the metric name, and pairs are taken in ``case_id`` order.
+
+What changed, case by case, is in each metric's ``changes`` (largest first, regressions
+first: a lower score, or an item scored in A that failed in B); ``unpaired`` counts each
+case once. ``warnings`` say where the two runs are not alike: judges, metric settings,
+prompts, the data, or the set of cases (:mod:`contextlens.comparability`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, Field
 
+from contextlens.comparability import Difference, differences
 from contextlens.results import EvalRun, ItemResult
 from contextlens.stats import BayesianMode, bayesian_bootstrap_means
+from contextlens.store.open import open_run
 
-__all__ = ["BETTER_AT", "Comparison", "MetricComparison", "PairedDiff", "compare"]
+__all__ = [
+    "BETTER_AT",
+    "CaseChange",
+    "Change",
+    "Comparison",
+    "Difference",
+    "MetricComparison",
+    "PairedDiff",
+    "compare",
+]
+
+Change = Literal[
+    "newly failed",
+    "regressed",
+    "improved",
+    "fixed",
+    "unchanged",
+    "failed in both",
+    "only in A",
+    "only in B",
+]
+"""What happened to a case between A and B; the first two are regressions."""
+
+_ORDER: dict[str, int] = {kind: i for i, kind in enumerate(get_args(Change))}
 
 BETTER_AT = 0.95
 """Default ``threshold``: P(B better) at or above it is "better", at or below 1 - it "worse"."""
@@ -46,6 +77,26 @@ class PairedDiff(BaseModel):
     diff: float
 
 
+class CaseChange(BaseModel):
+    """One case of a metric in A and B: its scores (None: failed or absent), ``diff = b - a``
+    when both were scored, and what happened (:data:`Change`)."""
+
+    case_id: str
+    a: float | None
+    b: float | None
+    diff: float | None
+    change: Change
+
+    @property
+    def regression(self) -> bool:
+        """B scored lower than A, or failed where A was scored."""
+        return self.change in ("regressed", "newly failed")
+
+    def order(self) -> tuple[int, float, str]:
+        """Sort key: regressions first, then improvements, each largest first."""
+        return (_ORDER[self.change], -abs(self.diff or 0.0), self.case_id)
+
+
 class MetricComparison(BaseModel):
     """The comparison of one metric between run A and run B.
 
@@ -54,7 +105,10 @@ class MetricComparison(BaseModel):
     ``n_failed_a``/``n_failed_b`` failed items (wherever their case is);
     ``n_duplicate_a``/``n_duplicate_b`` items whose case id occurs more than once in the
     run (ambiguous, not paired). ``n_a - n_paired`` items of A are not paired, each for at
-    least one of those reasons (or because its partner in B failed).
+    least one of those reasons (or because its partner in B failed); ``n_unpaired`` counts
+    the cases, in either run, that are not paired, each once. ``pass_rate_a`` /
+    ``pass_rate_b``: each run's share of scored items at or above its pass mark.
+    ``changes``: every case of the metric, regressions first, largest first.
     """
 
     metric: str
@@ -75,10 +129,16 @@ class MetricComparison(BaseModel):
     ci_level: float
     p_b_better: float | None
     verdict: str
+    n_unpaired: int = 0
     pass_rate_a: float | None = None
     pass_rate_b: float | None = None
     notes: list[str] = Field(default_factory=list)
     pairs: list[PairedDiff] = Field(default_factory=list)
+    changes: list[CaseChange] = Field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[CaseChange]:
+        return [c for c in self.changes if c.regression]
 
     @property
     def n_unpaired_a(self) -> int:
@@ -90,7 +150,8 @@ class MetricComparison(BaseModel):
 
 
 class Comparison(BaseModel):
-    """What :func:`compare` returns: one :class:`MetricComparison` per metric."""
+    """What :func:`compare` returns: one :class:`MetricComparison` per metric, and the
+    :class:`~contextlens.comparability.Difference` s that say where the runs are not alike."""
 
     run_a: str
     run_b: str
@@ -99,6 +160,9 @@ class Comparison(BaseModel):
     seed: int | None
     threshold: float
     metrics: list[MetricComparison]
+    warnings: list[Difference] = Field(default_factory=list)
+    label_a: str | None = None
+    label_b: str | None = None
 
     def metric(self, name: str) -> MetricComparison:
         """The comparison of metric ``name``; ``KeyError`` naming the known ones."""
@@ -144,13 +208,7 @@ def _pass_rate(run: EvalRun, name: str) -> float | None:
 
 
 def _load(run: Any, store: Any) -> Any:
-    if not isinstance(run, str):
-        return run
-    if store is None:
-        from contextlens.store import RunStore, active_store
-
-        store = active_store() or RunStore()
-    return store.load(run)
+    return open_run(run, store) if isinstance(run, (str, os.PathLike)) else run
 
 
 def compare(
@@ -165,7 +223,8 @@ def compare(
 ) -> Comparison:
     """Compare run B against run A, metric by metric, on the items both scored.
 
-    ``run_a``/``run_b``: :class:`EvalRun` objects (fresh or loaded from a store) or run ids
+    ``run_a``/``run_b``: :class:`EvalRun` objects (fresh or loaded from a store), run
+    folders (``OUT/<run id>``, ``OUT/latest``, or ``OUT`` for its newest run) or run ids
     (full or a unique prefix) looked up in ``store`` (default: the active store, else the
     default store file). ``mc_samples`` bootstrap draws per metric; ``ci_level`` of the
     interval; ``seed`` for reproducible draws (``None``: fresh entropy); ``threshold`` for
@@ -183,9 +242,14 @@ def compare(
     mode = BayesianMode(mc_samples=int(mc_samples), ci_level=ci_level, rng_seed=seed)
     a_side, b_side = _collect(a_run.iter_results()), _collect(b_run.iter_results())
     names = list(dict.fromkeys([*a_run.summaries, *a_side, *b_run.summaries, *b_side]).keys())
+    only_a = {c for m in a_side.values() for c in m} - {c for m in b_side.values() for c in m}
+    only_b = {c for m in b_side.values() for c in m} - {c for m in a_side.values() for c in m}
     return Comparison(
         run_a=a_run.run_id,
         run_b=b_run.run_id,
+        label_a=a_run.name,
+        label_b=b_run.name,
+        warnings=differences(a_run, b_run, only_a=len(only_a), only_b=len(only_b)),
         mc_samples=int(mc_samples),
         ci_level=ci_level,
         seed=seed,
@@ -230,6 +294,10 @@ def _compare_metric(
     n_a = sum(len(v) for v in a.values())
     n_b = sum(len(v) for v in b.values())
     n = len(pairs)
+    changes = sorted(
+        (_change(c, a.get(c), b.get(c)) for c in set(a) | set(b)),
+        key=CaseChange.order,
+    )
     notes = []
     if n_a - n or n_b - n:
         notes.append(
@@ -284,9 +352,38 @@ def _compare_metric(
         ci_level=mode.ci_level,
         p_b_better=p,
         verdict=verdict,
+        n_unpaired=len(set(a) | set(b)) - n,
         notes=notes,
         pairs=pairs,
+        changes=changes,
     )
+
+
+def _change(
+    case_id: str,
+    a: list[float | None] | None,
+    b: list[float | None] | None,
+) -> CaseChange:
+    """What happened to one case (a repeated id: its first item on each side)."""
+    sa = a[0] if a else None
+    sb = b[0] if b else None
+    diff = sb - sa if sa is not None and sb is not None else None
+    change: Change
+    if a is None:
+        change = "only in B"
+    elif b is None:
+        change = "only in A"
+    elif sa is None and sb is None:
+        change = "failed in both"
+    elif sb is None:
+        change = "newly failed"
+    elif sa is None:
+        change = "fixed"
+    elif diff == 0:
+        change = "unchanged"
+    else:
+        change = "regressed" if diff is not None and diff < 0 else "improved"
+    return CaseChange(case_id=case_id, a=sa, b=sb, diff=diff, change=change)
 
 
 def _verdict(p: float, threshold: float, *, identical: bool) -> str:

@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from html import escape
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, PrivateAttr, SerializeAsAny, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    SerializeAsAny,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+)
 
+from contextlens.cases import CASES_FILE, CaseRecord, Lines, whole_lines
 from contextlens.metrics.registry import details_type, match
-from contextlens.schemas import MetricDetails, MetricKey
+from contextlens.metrics.settings import MetricSettings
+from contextlens.schemas import MetricDetails, MetricKey, ModelTestCase
+
+RESULTS_FILE = "results.jsonl"
+"""The name, in a run's folder, of the file of its item results."""
+SUMMARY_FILE = "summary.json"
+"""The name, in a run's folder, of its summaries and configuration."""
 
 
 class ItemResult(BaseModel):
@@ -97,16 +114,26 @@ class MetricSummary(BaseModel):
     judge: str | None = None
     seconds: float = 0.0
     accounting: dict[str, Any] = Field(default_factory=dict)
+    settings: MetricSettings | None = None
+    """The metric's configuration in the run (its settings and prompts; its pass mark is
+    ``threshold``)."""
 
 
 class EvalRun(BaseModel):
     """What :func:`contextlens.evaluate` returns: summaries, accounting, per-item results.
 
     ``judge`` names the judges the metrics used (``offline`` when none); each summary says
-    which judge its metric used; ``config`` is the run's configuration as it was recorded.
-    Summaries go by the metrics' keys (``run.summaries["context-precision"]``);
-    :meth:`summary` takes any name of a metric. ``stopped`` says why the run stopped before
-    scoring all its cases (its cost cap was reached), None when it did not.
+    which judge its metric used; ``config`` is the run's configuration as it was recorded
+    (its ``name`` and ``tags`` among it). Summaries go by the metrics' keys
+    (``run.summaries["context-precision"]``); :meth:`summary` takes any name of a metric.
+    ``stopped`` says why the run stopped before scoring all its cases (its cost cap was
+    reached), None when it did not.
+
+    ``results`` holds every item result whether or not the run wrote a folder: a run with
+    ``out=`` reads them back from its ``results.jsonl`` when asked (iterating streams the
+    file; ``len()`` and indexing read it once). :meth:`iter_cases` gives the cases the items
+    were scored on; ``data_fingerprint`` identifies them (see
+    :class:`~contextlens.cases.DataFingerprint`).
     """
 
     run_id: str
@@ -120,16 +147,75 @@ class EvalRun(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     out_dir: str | None = None
     stopped: str | None = None
-    results: list[ItemResult] = Field(default_factory=list)
+    data_fingerprint: str | None = None
+    results: Sequence[ItemResult] = Field(default_factory=list)
+    _cases: list[CaseRecord] | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any) -> None:
+        if not self.results and self._reads_results():
+            self.results = Lines(self._stream_results)
+
+    @field_serializer("results")
+    def _results_list(self, results: Sequence[ItemResult]) -> list[ItemResult]:
+        return list(results)
+
+    def _reads_results(self) -> bool:
+        """Whether the items are read back from where the run keeps them."""
+        return self.out_dir is not None
+
+    def _stream_results(self) -> Iterator[ItemResult]:
+        if self.out_dir is None:
+            return iter(())
+        path = Path(self.out_dir) / RESULTS_FILE
+        return (ItemResult.model_validate_json(text) for text in whole_lines(path))
+
+    @classmethod
+    def from_folder(cls, folder: str | Path) -> EvalRun:
+        """The completed run whose folder ``folder`` is (its ``summary.json``, with its items
+        and cases read from the folder when asked)."""
+        path = Path(folder)
+        summary = path / SUMMARY_FILE
+        if not summary.is_file():
+            raise FileNotFoundError(
+                f"{path}: not the folder of a completed run (no {SUMMARY_FILE})"
+            )
+        data = json.loads(summary.read_text(encoding="utf-8"))
+        data.pop("results", None)
+        return cls.model_validate({**data, "out_dir": str(path)})
+
+    @property
+    def name(self) -> str | None:
+        """The run's name (``run --name``, ``evaluate(name=...)``), or None."""
+        name = self.config.get("name")
+        return name if isinstance(name, str) else None
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """The run's tags (``run --tag key=value``)."""
+        tags = self.config.get("tags")
+        return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
 
     def iter_results(self) -> Iterator[ItemResult]:
-        """Every item result: from memory, or streamed back from ``results.jsonl``."""
-        if self.results or self.out_dir is None:
-            yield from self.results
-            return
-        with open(Path(self.out_dir) / "results.jsonl", encoding="utf-8") as handle:
-            for line in handle:
-                yield ItemResult.model_validate_json(line)
+        """Every item result: from memory, or streamed back from where the run keeps them."""
+        yield from self.results
+
+    def with_cases(self, cases: Iterable[CaseRecord] | None) -> EvalRun:
+        """This run, holding ``cases`` in memory (a run without a folder); returns it."""
+        self._cases = None if cases is None else list(cases)
+        return self
+
+    def iter_cases(self) -> Iterator[CaseRecord]:
+        """The cases of the run, each with the id its items go by: those held in memory, else
+        those of the run folder's ``cases.jsonl`` (none when neither is there)."""
+        if self._cases is not None:
+            yield from self._cases
+        elif self.out_dir is not None:
+            for text in whole_lines(Path(self.out_dir) / CASES_FILE):
+                yield CaseRecord.model_validate_json(text)
+
+    def cases(self) -> dict[str, CaseRecord]:
+        """The cases of the run by their id."""
+        return {c.case_id: c for c in self.iter_cases()}
 
     def failures(self) -> list[ItemResult]:
         return [r for r in self.iter_results() if r.failed]
@@ -140,9 +226,77 @@ class EvalRun(BaseModel):
         return self.summaries[match(name, list(self.summaries))]
 
     def to_pandas(self) -> Any:
-        """The per-item results as a pandas DataFrame (needs pandas)."""
+        """One row per case and metric (needs pandas): the item's fields, then its case's
+        (``input``, ``actual_output``, ``expected_output``, ``retrieval_context``,
+        ``context``; a session's ``assistant_id``, ``context`` and ``turns``), then one
+        ``meta.KEY`` column per key of the cases' ``meta``."""
         try:
             import pandas as pd
         except ImportError as exc:
             raise ImportError("to_pandas() needs pandas: pip install pandas") from exc
-        return pd.DataFrame([r.model_dump(exclude={"details"}) for r in self.iter_results()])
+        cases = self.cases()
+        rows = []
+        for item in self.iter_results():
+            row = item.model_dump(exclude={"details"})
+            record = cases.get(item.case_id)
+            if record is not None:
+                row.update(_case_columns(record))
+            rows.append(row)
+        frame = pd.DataFrame(rows)
+        meta = sorted(c for c in frame.columns if c.startswith("meta."))
+        return frame[[c for c in frame.columns if c not in meta] + meta]
+
+    def _repr_html_(self) -> str:
+        """The run as a notebook shows it: its metrics' means, intervals and failures."""
+        head = "".join(
+            f"<th>{h}</th>" for h in ("metric", "judge", "mean", "interval", "n", "failed")
+        )
+        body = []
+        for s in self.summaries.values():
+            interval = (
+                f"[{s.ci_low:.3f}, {s.ci_high:.3f}]"
+                if s.ci_low is not None and s.ci_high is not None
+                else "-"
+            )
+            cells = [
+                escape(s.metric),
+                escape(s.judge or "-"),
+                "-" if s.mean is None else f"{s.mean:.3f}",
+                interval,
+                str(s.n),
+                f'<b style="color:#b91c1c">{s.n_failed}</b>' if s.n_failed else "0",
+            ]
+            body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        where = ""
+        if self.out_dir:
+            report = Path(self.out_dir) / "report.html"
+            where = f"<br>folder <code>{escape(self.out_dir)}</code>"
+            if report.exists():
+                where += f' · <a href="{escape(report.as_uri())}">report.html</a>'
+        name = f" <b>{escape(self.name)}</b>" if self.name else ""
+        return (
+            f"<div><b>EvalRun</b> <code>{escape(self.run_id)}</code>{name} · "
+            f"{self.duration_s:.1f} s · judge {escape(self.judge)}{where}"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        )
+
+
+def _case_columns(record: CaseRecord) -> dict[str, Any]:
+    """The columns ``to_pandas()`` gives a case: its fields, then ``meta.KEY``."""
+    case = record.case
+    if isinstance(case, ModelTestCase):
+        row: dict[str, Any] = {
+            "input": case.input,
+            "actual_output": case.actual_output,
+            "expected_output": case.expected_output,
+            "retrieval_context": case.retrieval_context,
+            "context": case.context,
+        }
+    else:
+        row = {
+            "assistant_id": case.assistant_id,
+            "context": case.context,
+            "turns": len(case.conversation),
+        }
+    row.update({f"meta.{k}": v for k, v in case.meta.items()})
+    return row

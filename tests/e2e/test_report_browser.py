@@ -1,8 +1,11 @@
 """The HTML report in a real browser: headless Chromium renders it, runs its script, and
-runs nothing from the evaluated data.
+runs nothing from the evaluated data; driven through Selenium, a report of 10,000 cases
+opens, a case opens on its chunks and verdicts, the cases filter by a ``meta`` field, and a
+comparison lists the regressed cases first.
 
-Chromium comes from Debian (``apt-get install chromium``); when it is missing the test
-installs it if it runs as root, and is skipped (saying why) only where it cannot.
+Chromium and its driver come from Debian (``apt-get install chromium chromium-driver``);
+when they are missing the tests install them if they run as root, and are skipped (saying
+why) only where they cannot.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -40,14 +44,14 @@ def _find() -> str | None:
     return None
 
 
-def _install() -> str:
-    """Install Debian's chromium; the reason it cannot be done otherwise."""
+def _install(*packages: str) -> str:
+    """Install Debian's ``packages``; the reason it cannot be done otherwise."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return "not root, so it cannot be installed here (apt-get install chromium)"
     if shutil.which("apt-get") is None:
         return "no apt-get on this machine to install it with"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+    for command in (["apt-get", "update"], ["apt-get", "install", "-y", *packages]):
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, env=env, timeout=INSTALL_TIMEOUT
@@ -63,7 +67,7 @@ def _install() -> str:
 def chromium() -> str:
     path = _find()
     if path is None:
-        why = _install()
+        why = _install("chromium")
         path = _find()
         if path is None:
             pytest.skip(f"headless Chromium is not available: {why or 'not found after install'}")
@@ -213,8 +217,8 @@ def test_report_renders_in_chromium_and_runs_nothing_from_the_data(
         assert dom.shown(name, "n") == f"{s['n']:,}"
         assert dom.shown(name, "n_scored") == f"{s['n_scored']:,}"
         assert dom.shown(name, "n_failed") == f"{s['n_failed']:,}"
-    failed = [a for t, a in dom.tags if t == "tr" and "failed" in a.get("class", "")]
-    assert [a["data-case"] for a in failed] == ["nothing-to-compare"]
+    failed = [a for t, a in dom.tags if t == "tr" and a.get("data-status") == "failed"]
+    assert [a["data-case"] for a in failed] == ["nothing-to-compare"]  # rows built by the page
 
     shot = tmp_path / "report.png"
     _browse(
@@ -226,3 +230,215 @@ def test_report_renders_in_chromium_and_runs_nothing_from_the_data(
     )
     assert shot.exists() and shot.stat().st_size > 30_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- driven through Selenium ---------------------------------------------------------------
+
+DRIVER = "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: str):
+    """A headless Chromium driven by Debian's chromedriver (installed when missing)."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    driver = shutil.which("chromedriver") or (DRIVER if Path(DRIVER).exists() else None)
+    if driver is None:
+        why = _install("chromium-driver")
+        driver = shutil.which("chromedriver") or (DRIVER if Path(DRIVER).exists() else None)
+        if driver is None:
+            pytest.skip(f"chromedriver is not available: {why or 'not found after install'}")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    options.add_argument("--window-size=1280,1600")
+    session = webdriver.Chrome(service=Service(driver), options=options)
+    session.set_page_load_timeout(BROWSER_TIMEOUT)
+    yield session
+    session.quit()
+
+
+def _open(browser, page: Path) -> float:
+    """Open ``page`` and wait for its script to finish; the seconds it took."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    start = time.perf_counter()
+    browser.get(page.as_uri())
+    WebDriverWait(browser, BROWSER_TIMEOUT).until(
+        lambda b: b.execute_script("return document.documentElement.dataset.ready") == "1"
+    )
+    return time.perf_counter() - start
+
+
+def test_a_report_of_10000_cases_opens_a_case_and_filters_by_meta(browser, tmp_path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from support.runs import RELEVANCY, synthetic_run
+
+    run = synthetic_run(10_000)
+    page = write_report(run, tmp_path / "report.html")
+    seconds = _open(browser, page)
+    assert seconds < 30, f"the page took {seconds:.1f} s to open"
+    cases = browser.find_element(By.ID, "cases")
+    rows = cases.find_elements(By.CSS_SELECTOR, "tr[data-case]")
+    assert len(rows) == 100  # a page at a time
+    assert cases.find_element(By.CSS_SELECTOR, "[data-role=case-count]").text == (
+        "10,000 of 10,000 shown"
+    )
+
+    # open a case: its chunks, and each statement's verdict laid over its chunk
+    row = cases.find_element(By.CSS_SELECTOR, "tr[data-case='case-00007']")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", row)
+    row.click()
+    detail = cases.find_element(By.CSS_SELECTOR, "[data-role=case-detail]")
+    chunks = detail.find_elements(By.CSS_SELECTOR, "[data-role=chunk]")
+    assert [c.find_element(By.CSS_SELECTOR, ".text").text for c in chunks] == [
+        "Opening hours of shop 7: 9 am to 5 pm.",
+        "Parking is free.",
+    ]
+    expected = next(r for r in run.results if r.case_id == "case-00007" and r.metric == RELEVANCY)
+    verdicts = chunks[1].find_elements(By.CSS_SELECTOR, "[data-role=verdict]")
+    assert [v.get_attribute("data-verdict") for v in verdicts] == [
+        expected.details.verdicts[1].verdict
+    ]
+    assert "Parking is free." in verdicts[0].text and "parking does not say" in verdicts[0].text
+    assert detail.find_element(By.CSS_SELECTOR, "[data-role=input]").text.endswith(
+        "Question 7: when do you open on day 0?"
+    )
+
+    # filter by a meta field: only the billing cases remain
+    Select(cases.find_element(By.CSS_SELECTOR, "[data-role=meta-field]")).select_by_value("domain")
+    Select(cases.find_element(By.CSS_SELECTOR, "[data-role=meta-value]")).select_by_value("billing")
+    assert cases.find_element(By.CSS_SELECTOR, "[data-role=case-count]").text == (
+        "2,500 of 10,000 shown"
+    )
+    shown = cases.find_elements(By.CSS_SELECTOR, "tr[data-case]")
+    assert shown and all("domain=billing" in r.text for r in shown)
+
+    # and by status: the items that could not be scored
+    Select(cases.find_element(By.CSS_SELECTOR, "[data-role=status-filter]")).select_by_value(
+        "failed"
+    )
+    failed = [
+        r.get_attribute("data-case") for r in cases.find_elements(By.CSS_SELECTOR, "tr[data-case]")
+    ]
+    assert (
+        failed == sorted(f"case-{i:05d}" for i in range(10_000) if i % 97 == 3 and i % 4 == 0)[:100]
+    )
+
+    Select(cases.find_element(By.CSS_SELECTOR, "[data-role=status-filter]")).select_by_value("pass")
+    passing = cases.find_elements(By.CSS_SELECTOR, "tr[data-case]")
+    assert passing and {r.get_attribute("data-status") for r in passing} == {"pass"}
+
+    # the slice table of the first meta field
+    slices = browser.find_elements(By.CSS_SELECTOR, "[data-role=slice-table] tr[data-slice]")
+    assert [s.get_attribute("data-slice") for s in slices] == [
+        "billing",
+        "hours",
+        "returns",
+        "shipping",
+    ]
+
+
+def test_a_comparison_lists_the_regressed_cases_first(browser, tmp_path) -> None:
+    from selenium.webdriver.common.by import By
+
+    from contextlens.compare import compare
+    from contextlens.report.comparison import write_comparison
+    from support.runs import SIMILARITY, synthetic_run
+
+    a = synthetic_run(300, run_id="before", seed=1)
+    b = synthetic_run(300, run_id="after", seed=2, shift=-0.15)
+    b.summaries[SIMILARITY] = b.summaries[SIMILARITY].model_copy(
+        update={"judge": "openai:gpt-4o-mini"}
+    )
+    comparison = compare(a, b)
+    page = write_comparison(comparison, tmp_path)
+    _open(browser, page)
+    warnings = browser.find_elements(By.CSS_SELECTOR, "[data-role=warning]")
+    assert any(
+        w.get_attribute("data-kind") == "judge" and "openai:gpt-4o-mini" in w.text for w in warnings
+    )
+    rows = browser.find_elements(By.CSS_SELECTOR, "#changes tr[data-change]")
+    kinds = [r.get_attribute("data-regression") for r in rows]
+    n_regressed = sum(len(m.regressions) for m in comparison.metrics)
+    assert n_regressed > 0
+    assert kinds[: min(n_regressed, len(rows))] == ["true"] * min(n_regressed, len(rows))
+    first = rows[0].find_elements(By.TAG_NAME, "td")
+    worst = min(
+        (c for m in comparison.metrics for c in m.changes if c.change == "regressed"),
+        key=lambda c: c.diff,
+    )
+    newly_failed = [c for m in comparison.metrics for c in m.changes if c.change == "newly failed"]
+    if not newly_failed:
+        assert first[0].text == worst.case_id and first[4].text == f"{worst.diff:+.3f}"
+
+
+def test_cases_not_applicable_or_not_run_are_shown_and_filtered(browser, tmp_path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from contextlens.results import ItemResult
+    from support.runs import RELEVANCY, synthetic_run
+
+    run = synthetic_run(200)
+    chit = {f"case-{i:05d}" for i in range(0, 150, 10)}  # no chunks: relevancy does not apply
+    late = {f"case-{i:05d}" for i in range(180, 200)}  # the cost cap stopped the run before
+    for at, item in enumerate(run.results):
+        if item.case_id in late:
+            why = {"not_run": "not run: the cost cap of $0.5 was reached"}
+        elif item.case_id in chit and item.metric == RELEVANCY:
+            why = {"not_applicable": "not applicable: no retrieved context"}
+        else:
+            continue
+        run.results[at] = ItemResult(case_id=item.case_id, metric=item.metric, score=None, **why)
+    run.stopped = "the cost cap of $0.5 was reached"
+    page = write_report(run, tmp_path / "report.html")
+    _open(browser, page)
+    assert "cost cap" in browser.find_element(By.CSS_SELECTOR, "[data-role=stopped]").text
+    rate = run.summaries[RELEVANCY].pass_rate
+    shown = browser.find_element(
+        By.CSS_SELECTOR, f"dd[data-metric='{RELEVANCY}'][data-field='pass_rate']"
+    )
+    assert shown.text == f"{rate:.0%}"
+    cases = browser.find_element(By.ID, "cases")
+    status = Select(cases.find_element(By.CSS_SELECTOR, "[data-role=status-filter]"))
+
+    status.select_by_value("not run")
+    rows = cases.find_elements(By.CSS_SELECTOR, "tr[data-case]")
+    assert {r.get_attribute("data-case") for r in rows} == late
+    assert {r.get_attribute("data-status") for r in rows} == {"not run"}
+    cells = rows[0].find_elements(By.CSS_SELECTOR, "td[data-status]")
+    assert [c.text for c in cells] == ["not run", "not run"]
+
+    status.select_by_value("not applicable")
+    rows = cases.find_elements(By.CSS_SELECTOR, "tr[data-case]")
+    assert {r.get_attribute("data-case") for r in rows} == chit
+    row = rows[0]
+    cell = row.find_element(By.CSS_SELECTOR, "td[data-status='not applicable']")
+    assert cell.text == "n/a"
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", row)
+    row.click()
+    detail = cases.find_element(By.CSS_SELECTOR, "[data-role=case-detail]")
+    result = detail.find_element(
+        By.CSS_SELECTOR, f"[data-role=metric-result][data-metric='{RELEVANCY}']"
+    )
+    assert "not applicable" in result.text
+    why = result.find_element(By.CSS_SELECTOR, "[data-role=not-scored]")
+    assert why.text == "not applicable: no retrieved context"
+
+    # every metric that applies passes: a case relevancy does not apply to counts by the other
+    status.select_by_value("pass")
+    rows = cases.find_elements(By.CSS_SELECTOR, "tr[data-case]")
+    expected = set()
+    for case_id in {r.case_id for r in run.results} - late:
+        items = [r for r in run.results if r.case_id == case_id]
+        applied = [r for r in items if r.not_applicable is None]
+        if applied and all(r.status == "pass" for r in applied):
+            expected.add(case_id)
+    got = {r.get_attribute("data-case") for r in rows}
+    assert got == set(sorted(expected)[:100]) and got & chit
+    assert {r.get_attribute("data-status") for r in rows} == {"pass"}

@@ -180,17 +180,27 @@ def html() -> str:
     return render_report(make_run(), title=f"Title {SCRIPT}")
 
 
+def rows_of(html: str) -> dict:
+    """The case explorer's rows block of a page."""
+    [body] = [b for attrs, b in Page(html).scripts if attrs.get("id") == "cl-rows"]
+    return json.loads(body)
+
+
 def test_hostile_text_is_escaped_and_nothing_of_it_is_markup(html: str) -> None:
     assert SCRIPT not in html and "<img" not in html
     assert "alert(1)" in html  # shown, as text
     page = Page(html)
     assert not [t for t, _ in page.tags if t in ("img", "iframe", "object", "embed")]
     assert not [a for _, a in page.tags if any(k.startswith("on") for k in a)]
-    # only our two scripts: the JSON data and the page's code
+    # our scripts only: the JSON blocks (data, rows, one per case) and the page's code
     scripts = [a for t, a in page.tags if t == "script"]
-    assert scripts == [{"type": "application/json", "id": "contextlens-data"}, {}]
+    blocks = ["contextlens-data", "cl-rows", *(f"cl-case-{i}" for i in range(9))]
+    assert scripts == [*({"type": "application/json", "id": b} for b in blocks), {}]
+    for attrs, body in page.scripts:
+        if attrs:
+            assert "<" not in body and ">" not in body and "&" not in body
+    assert HOSTILE in [r[0] for r in rows_of(html)["rows"]]  # the case id, exactly as given
     text = "".join(page.texts)
-    assert HOSTILE in text  # the case id, exactly as given
     assert f"judge said {IMG}" in text  # the failure reason
     assert f"Title {SCRIPT}" in text
 
@@ -225,20 +235,20 @@ def test_numbers_carry_stable_attributes(html: str) -> None:
 
 
 def test_failed_items_are_marked_with_their_reason(html: str) -> None:
-    page = Page(html)
-    failed_rows = [a for t, a in page.tags if t == "tr" and a.get("class") == "failed"]
-    assert [a["data-case"] for a in failed_rows] == ["bad-1"]
+    rows = rows_of(html)
+    at = rows["metrics"].index("precision")
+    failed = [r[0] for r in rows["rows"] if r[2][at] == "failed"]
+    assert failed == ["bad-1"]
     assert "1 failed item" in html
-    assert html.count('class="pill bad">failed<') == 1
+    assert f"judge said {IMG}" in "".join(Page(html).texts)
 
 
-def test_histogram_uses_every_item_and_the_table_is_capped() -> None:
-    html = render_report(make_run(n_context=12), max_rows=5)
-    page = Page(html)
-    rows = [a for t, a in page.tags if t == "tr" and a.get("data-case", "").startswith("s")]
-    assert len(rows) == 5
-    assert "Showing the first 5 of 12 items" in html and "results.jsonl" in html
+def test_histogram_and_the_case_explorer_use_every_item() -> None:
+    html = render_report(make_run(n_context=12))
+    rows = rows_of(html)["rows"]
+    assert [r[0] for r in rows if r[0].startswith("s")] == [f"s{i}" for i in range(12)]
     assert "Distribution of 12 item scores" in html
+    assert "<tr data-case" not in html  # rows are built by the page, a page at a time
 
 
 def test_comparison_section_with_a_stand_in() -> None:
@@ -339,9 +349,14 @@ def test_results_stream_from_results_jsonl(tmp_path: Path) -> None:
     with open(tmp_path / "results.jsonl", "w") as handle:
         for item in run.results:
             handle.write(item.model_dump_json() + "\n")
-    streamed = run.model_copy(update={"results": [], "out_dir": str(tmp_path)})
-    html = render_report(streamed, max_rows=2)
-    assert 'data-case="s1"' in html and 'data-case="s3"' not in html
+    streamed = EvalRun.model_validate(
+        {**run.model_dump(exclude={"results"}), "out_dir": str(tmp_path)}
+    )
+    assert [(r.case_id, r.score) for r in streamed.results] == [
+        (r.case_id, r.score) for r in run.results
+    ]
+    html = render_report(streamed)
+    assert [r[0] for r in rows_of(html)["rows"]][:2] == ["s0", "s1"]
     assert str(tmp_path / "results.jsonl") in html
 
 

@@ -105,6 +105,8 @@ def test_a_ray_run_gives_the_results_of_a_local_run(cluster, tmp_path):
     )
     assert not (folder / SHARDS).exists()
     assert (tmp_path / "latest").resolve() == folder.resolve()
+    assert sorted(run.cases()) == sorted(local.cases())  # cases.jsonl, as a local run's
+    assert run.data_fingerprint == local.data_fingerprint is not None
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     assert (
         summary["summaries"]["context-precision"]["mean"]
@@ -253,6 +255,8 @@ def test_a_killed_worker_has_its_batch_redone_without_duplicates(cluster, tmp_pa
     assert calls > len(cases)  # what the killed worker had asked was asked again
     written = lines(Path(run.out_dir) / "results.jsonl")
     assert len(written) == len(cases) == len({r["case_id"] for r in written})
+    assert len(lines(Path(run.out_dir) / "cases.jsonl")) == len(cases)  # each case once
+    assert run.data_fingerprint == local.data_fingerprint
     assert sorted(items(run)) == sorted(items(local))
     assert figures(run)["context-precision"][:5] == figures(local)["context-precision"][:5]
     assert run.summaries["context-precision"].n_failed == 0
@@ -332,6 +336,8 @@ def test_a_run_whose_driver_was_killed_resumes_with_the_cases_left(cluster, tmp_
     assert run.run_id == folder.name and Path(run.out_dir) == folder
     written = lines(folder / "results.jsonl")
     assert len(written) == len(cases) == len({r["case_id"] for r in written})
+    assert len(lines(folder / "cases.jsonl")) == len(cases)  # each case once, resumed or not
+    assert run.data_fingerprint == local.data_fingerprint
     assert sorted(items(run)) == sorted(items(local))
     assert figures(run)["context-precision"][:5] == figures(local)["context-precision"][:5]
     assert not (folder / SHARDS).exists() and (out / "latest").resolve() == folder.resolve()

@@ -1,8 +1,9 @@
-"""The ``contextlens`` command: run, demo, schema, runs, compare, calibrate.
+"""The ``contextlens`` command: run, demo, schema, runs, compare, trend, calibrate.
 
 One module per command (:mod:`~contextlens.cli.run`, :mod:`~contextlens.cli.calibrate`,
-:mod:`~contextlens.cli.history`, :mod:`~contextlens.cli.schema`,
-:mod:`~contextlens.cli.demo`); what they share is in :mod:`~contextlens.cli.options`.
+:mod:`~contextlens.cli.history`, :mod:`~contextlens.cli.trend`, :mod:`~contextlens.cli.schema`,
+:mod:`~contextlens.cli.demo`); what they share is in :mod:`~contextlens.cli.options` (and the
+files for CI in :mod:`~contextlens.cli.formats`).
 
 Exit status: 0 ok; 1 a ``--fail-under`` threshold missed; 2 bad input or usage (with a
 message naming the file, line and field; never a traceback for a user mistake); 3 more items
@@ -17,7 +18,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from contextlens.cli import calibrate, demo, history, run, schema
+from contextlens.cli import calibrate, demo, history, run, schema, trend
 from contextlens.cli.application import (
     RED,
     UsageProblem,
@@ -60,6 +61,7 @@ for command in (
     schema.schema,
     history.runs,
     history.compare,
+    trend.trend,
     calibrate.calibrate,
 ):
     app.command()(command)

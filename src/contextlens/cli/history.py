@@ -1,31 +1,62 @@
-"""``contextlens runs`` and ``contextlens compare``: the run history."""
+"""``contextlens runs`` and ``contextlens compare``: the run history, and what changed
+between two runs."""
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
-from contextlens.cli.application import RED, out
+from contextlens.cli.application import RED, UsageProblem, out
 from contextlens.cli.options import age, fmt, near
-from contextlens.terminal import line, table
+from contextlens.files import make_folder, write_text
+from contextlens.terminal import line, table, text
+
+__all__ = ["compare", "parse_tags", "runs", "warning_lines"]
+
+YELLOW = "yellow"
+#: Cases listed under a comparison's table, regressions first.
+SHOWN_CHANGES = 10
+
+NameOption = Annotated[str | None, typer.Option("--name", help="only the runs of this name")]
+TagOption = Annotated[
+    list[str], typer.Option("--tag", help="KEY=VALUE: only the runs with this tag (repeatable)")
+]
+
+
+def parse_tags(items: list[str], option: str = "--tag") -> dict[str, str]:
+    """``["branch=main"]`` as ``{"branch": "main"}``; a usage problem when malformed."""
+    tags: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageProblem(f"{option} expects KEY=VALUE, got {item!r}")
+        tags[key.strip()] = value
+    return tags
 
 
 def runs(
     store: Annotated[Path | None, typer.Option(help="run store file")] = None,
     limit: Annotated[int, typer.Option(help="how many")] = 20,
+    name: NameOption = None,
+    tag: TagOption = [],  # noqa: B006
+    html: Annotated[
+        Path | None, typer.Option(help="also write an index page of them, linking their reports")
+    ] = None,
 ) -> None:
-    """List recorded runs, newest first, with their status and folder; how to resume an
-    interrupted run, and why a failed one failed."""
+    """List recorded runs, newest first, with their status, name, tags, cases and folder;
+    how to resume an interrupted run, and why a failed one failed."""
     from contextlens.store import FAILED, INTERRUPTED, RUNNING_OR_LOST, RunStore
 
+    runs_store = RunStore(store)
+    infos = runs_store.list_runs(limit=limit, name=name, tags=parse_tags(tag))
     rows, notes = [], []
-    for info in RunStore(store).list_runs(limit=limit):
-        means = ", ".join(
-            f"{k} {v:.3f}" if v is not None else f"{k} -" for k, v in info.means.items()
+    for info in infos:
+        means = Text("\n").join(
+            text(f"{k} {v:.3f}" if v is not None else f"{k} -") for k, v in info.means.items()
         )
         bad = info.status in (FAILED, INTERRUPTED, RUNNING_OR_LOST)
         status = info.status
@@ -36,9 +67,11 @@ def runs(
                 info.run_id,
                 info.started_at,
                 Text(status, style=RED) if bad else status,
+                info.name or "-",
+                " ".join(f"{k}={v}" for k, v in info.tags.items()) or "-",
                 info.judge,
-                info.dataset or "-",
-                info.n_items,
+                near(info.dataset) if info.dataset else "-",
+                info.n_cases,
                 means,
                 near(info.out_dir) if info.out_dir else "-",
             ]
@@ -49,30 +82,84 @@ def runs(
             notes.append(line(f"resume {info.run_id}{unless}: ", where, info.command))
         elif info.status == FAILED and info.error:
             notes.append(line(f"failed {info.run_id}: ", info.error))
-    headers = ["run", "started", "status", "judge", "data", "items", "means", "folder"]
-    out.print(table(None, headers, rows, numeric=["items"]))
+    headers = ["run", "started", "status", "name", "tags", "judge", "data", "cases", "means"]
+    headers.append("folder")
+    out.print(table(None, headers, rows, numeric=["cases"], ids=["run", "started"]))
     for note in notes:
         out.print(note, soft_wrap=True)  # a command is printed whole, to be run again
+    if html is not None:
+        from contextlens.report.index import write_index
+
+        page = write_index(infos, html, store=str(runs_store.path))
+        out.print(line("index: ", page))
+
+
+def warning_lines(differences: list[Any]) -> list[Text]:
+    """Each way two runs differ, as a line for the terminal."""
+    return [line(Text("warning ", style=YELLOW), d.message) for d in differences]
 
 
 def compare(
-    run_a: Annotated[str, typer.Argument(help="the baseline run id (a prefix is enough)")],
-    run_b: Annotated[str, typer.Argument(help="the candidate run id")],
+    run_a: Annotated[str, typer.Argument(help="the baseline: a run id (or prefix) or folder")],
+    run_b: Annotated[str, typer.Argument(help="the candidate: a run id or folder")],
     store: Annotated[Path | None, typer.Option(help="run store file")] = None,
-    out_dir: Annotated[Path, typer.Option("--out", help="folder for compare.html")] = Path(
-        "contextlens-out"
-    ),
+    out_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="the page's file, or a folder for compare-A-B.html "
+            "[default: contextlens-out/comparisons/]",
+        ),
+    ] = None,
+    markdown: Annotated[
+        Path | None, typer.Option(help="also write the comparison as Markdown (a PR comment)")
+    ] = None,
 ) -> None:
-    """Paired comparison of two runs: mean difference, interval, P(B better)."""
+    """What changed from run A to run B: per metric the mean difference, its interval and
+    P(B better); the cases that changed most, regressions first; and every way the runs
+    differ besides their scores (judge, settings, prompts, data, cases)."""
     from contextlens.compare import compare as compare_runs
-    from contextlens.report.html import write_report
+    from contextlens.report.comparison import write_comparison
     from contextlens.store import RunStore
 
-    runs_store = RunStore(store)
-    a, b = runs_store.load(run_a), runs_store.load(run_b)
-    result = compare_runs(a, b)
+    runs_store = None if _is_folder(run_a) and _is_folder(run_b) else RunStore(store)
+    result = compare_runs(run_a, run_b, store=runs_store)
+    for warning in warning_lines(result.warnings):
+        out.print(warning)
+    out.print(comparison_table(result))
+    changes = changes_table(result)
+    if changes is not None:
+        out.print(changes)
+    target = out_path if out_path is not None else Path("contextlens-out") / "comparisons"
+    if target.suffix != ".html":
+        make_folder(target)
+    page = write_comparison(result, target)
+    out.print(line("report: ", page))
+    if markdown is not None:
+        from contextlens.report.markdown import comparison_markdown
+
+        _write(markdown, comparison_markdown(result))
+        out.print(line("markdown: ", markdown))
+
+
+def _is_folder(ref: str) -> bool:
+    return Path(ref).is_dir()
+
+
+def _write(path: Path, content: str) -> None:
+    if path.is_dir():
+        raise UsageProblem(f"{path} is a folder; give a file name")
+    make_folder(path.parent)
+    write_text(path, content)
+
+
+def comparison_table(result: Any) -> Any:
+    """Per metric: pairs, means, difference, interval, P(B better), the pass rates of A and
+    B, unpaired cases, regressions, improvements, verdict."""
+    from contextlens.report.format import rates_text
+
     headers = ["metric", "pairs", "A", "B", "B - A", "interval", "P(B better)", "pass A -> B"]
-    headers += ["unpaired"]
+    headers += ["unpaired", "regressed", "improved", "verdict"]
     rows = [
         [
             m.metric,
@@ -82,22 +169,45 @@ def compare(
             fmt(m.mean_diff, signed=True),
             f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]" if m.ci_low is not None else "-",
             fmt(m.p_b_better),
-            _rates(m.pass_rate_a, m.pass_rate_b),
-            m.n_only_a + m.n_only_b + m.n_failed_a + m.n_failed_b,
+            rates_text(m.pass_rate_a, m.pass_rate_b),
+            m.n_unpaired,
+            len(m.regressions),
+            sum(c.change in ("improved", "fixed") for c in m.changes),
             m.verdict,
         ]
         for m in result.metrics
     ]
-    title = f"{a.run_id} (A) vs {b.run_id} (B)"
-    numeric = [h for h in headers[1:] if h != "pass A -> B"]
-    out.print(table(title, [*headers, "verdict"], rows, numeric=numeric))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    page = write_report(b, out_dir / "compare.html", comparison=result)
-    out.print(line("report: ", page))
+    title = f"{result.run_a} (A) vs {result.run_b} (B)"
+    numeric = [h for h in headers[1:-1] if h != "pass A -> B"]
+    return table(title, headers, rows, numeric=numeric, ids=["metric", "pass A -> B"])
 
 
-def _rates(a: float | None, b: float | None) -> str:
-    """``80% -> 85%``: the pass rates of both runs."""
-    if a is None and b is None:
-        return "-"
-    return f"{'-' if a is None else f'{a:.0%}'} -> {'-' if b is None else f'{b:.0%}'}"
+def changes_table(result: Any, limit: int = SHOWN_CHANGES) -> Any:
+    """The cases that changed most, regressions first (None when none changed)."""
+    changes = sorted(
+        ((m.metric, c) for m in result.metrics for c in m.changes if c.change != "unchanged"),
+        key=lambda pair: pair[1].order(),
+    )
+    if not changes:
+        return None
+    rows = [
+        [
+            c.case_id,
+            metric,
+            fmt(c.a),
+            fmt(c.b),
+            fmt(c.diff, signed=True),
+            Text(c.change, style=RED) if c.regression else c.change,
+        ]
+        for metric, c in changes[:limit]
+    ]
+    shown = f"the {len(rows)} largest of {len(changes)} changes" if len(changes) > limit else None
+    headers = ["case", "metric", "A", "B", "B - A", "change"]
+    return table(
+        "changes by case, regressions first",
+        headers,
+        rows,
+        numeric=["A", "B", "B - A"],
+        ids=["case", "metric"],
+        caption=shown,
+    )

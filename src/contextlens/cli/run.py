@@ -16,6 +16,8 @@ from rich.text import Text
 
 from contextlens.cli.application import RED, UsageProblem, err, out, stop_signal
 from contextlens.cli.costs import estimate_table, stopped_lines
+from contextlens.cli.formats import CsvOption, JunitOption, MarkdownOption, Outputs
+from contextlens.cli.history import parse_tags
 from contextlens.cli.options import (
     JUDGE_HELP,
     JudgeTimeout,
@@ -34,7 +36,10 @@ __all__ = ["failure_gate", "finish", "parse_max_failures", "run", "summary_table
 
 
 def summary_table(run: Any) -> Table:
-    """Per metric: judge, mean, interval, n, failures, calls, retries, tokens, cost, time."""
+    """Per metric: judge, mean, interval, pass rate, n, failures, calls, retries, tokens,
+    cost, time."""
+    from contextlens.report.format import items_text, pass_text
+
     headers = ["metric", "judge", "mean", "interval", "pass", "n", "failed", "calls"]
     headers += ["tokens", "cost", "time"]
     rows = []
@@ -49,8 +54,8 @@ def summary_table(run: Any) -> Table:
                 s.judge or "-",
                 f"{s.mean:.3f}" if s.mean is not None else "-",
                 f"[{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None else "-",
-                pass_text(s),
-                _count_text(s),
+                pass_text(s, missing="-"),
+                items_text(s),
                 Text(str(s.n_failed), style=RED) if s.n_failed else "0",
                 f"{acc.get('calls', 0)}" + (f" ({retries} retried)" if retries else ""),
                 f"{acc.get('prompt_tokens', 0):,}/{acc.get('completion_tokens', 0):,}",
@@ -69,26 +74,6 @@ def summary_table(run: Any) -> Table:
     return table(
         f"contextlens run {run.run_id}", headers, rows, numeric=headers[2:], caption=caption
     )
-
-
-def _count_text(summary: Any) -> str:
-    """``200 (12 n/a, 40 not run)``: the items, and those neither scored nor failed."""
-    parts = [f"{summary.n_not_applicable} n/a"] if summary.n_not_applicable else []
-    if getattr(summary, "n_not_run", 0):
-        parts.append(f"{summary.n_not_run} not run")
-    return f"{summary.n}" + (f" ({', '.join(parts)})" if parts else "")
-
-
-def pass_text(summary: Any) -> str:
-    """``83% [71%, 91%] @0.7``: the pass rate, its interval and the pass mark."""
-    if summary.pass_rate is None:
-        return "-"
-    text = f"{summary.pass_rate:.0%}"
-    if summary.pass_low is not None and summary.pass_high is not None:
-        text += f" [{summary.pass_low:.0%}, {summary.pass_high:.0%}]"
-    if summary.threshold is not None:
-        text += f" @{summary.threshold:g}"
-    return text
 
 
 def parse_max_failures(value: str) -> tuple[float, bool]:
@@ -231,6 +216,11 @@ def run(
             "the rest is 'not run' (exit 4)",
         ),
     ] = None,
+    name: Annotated[str | None, typer.Option(help="name the run, to find and follow it")] = None,
+    tag: Annotated[list[str], typer.Option(help="KEY=VALUE: tag the run (repeatable)")] = [],  # noqa: B006
+    junit: JunitOption = None,
+    markdown: MarkdownOption = None,
+    csv: CsvOption = None,
 ) -> None:
     """Evaluate DATA with the chosen metrics; write results.jsonl, summary.json and
     report.html into the run's own folder OUT/<run id>/, then point OUT/latest at it."""
@@ -246,6 +236,9 @@ def run(
         raise UsageProblem(f"--max-cost expects a positive number of USD, got {max_cost:g}")
     if max_cost is not None and ray is not None:
         raise UsageProblem("--max-cost caps a run on this machine; run it without --ray")
+    outputs = Outputs(junit=junit, markdown=markdown, csv=csv)
+    outputs.check()
+    tags = parse_tags(tag)
     judge_obj = judge_option(
         judge, timeout=judge_timeout, max_tokens=max_tokens, structured_output=structured_output
     )
@@ -282,6 +275,8 @@ def run(
             thresholds=pass_marks,
             max_cost=max_cost,
             progress=progress_option("run", quiet),
+            name=name,
+            tags=tags,
         )
         _, count = check_cases(source, list(zip(keys, metrics, strict=True)))  # no call yet
         cases = Counted(load_cases(source)[1], count)
@@ -294,6 +289,7 @@ def run(
         with _recorded(runs_store, folder.run_id):
             result = evaluate(cases, metrics, executor=executor, config=config)
         finish(result, folder, runs_store, config=recorded, data=data, fingerprint=fingerprint)
+    outputs.write(result)
     if result.stopped is not None:  # a partial run: its gates would judge part of the data
         for said in stopped_lines(result):
             err.print(said)

@@ -74,4 +74,4 @@ def schema() -> None:
             sessions,
         ),
     ):
-        out.print(table(title, field_headers, _field_rows(fields, readers)))
+        out.print(table(title, field_headers, _field_rows(fields, readers), fold=field_headers))

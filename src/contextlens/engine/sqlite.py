@@ -237,8 +237,20 @@ class SQLiteFile(Closing):
                         conn.execute(f"DROP TABLE IF EXISTS {table}")
                 for statement in self.schema.split(";"):
                     if statement.strip():
-                        conn.execute(statement)
+                        _execute_once(conn, statement)
                 conn.execute(f"PRAGMA user_version = {self.version}")
+
+
+def _execute_once(conn: sqlite3.Connection, statement: str) -> None:
+    """Run a schema statement; an ``ALTER TABLE ... ADD COLUMN`` of a column the file has
+    already (added by an earlier version's migration) is done."""
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        words = [w.upper() for w in statement.split()[:4]]
+        adds = words[:2] == ["ALTER", "TABLE"] and words[3:] == ["ADD"]
+        if not (adds and "duplicate column" in str(exc)):
+            raise
 
 
 def _close_if_owner(conn: sqlite3.Connection, pid: int) -> None:

@@ -64,7 +64,9 @@ class ContextVerdict(Reply):
 
 class Interaction(BaseModel):
     """The verdict on one interaction: a score and its reason, or an error (with the
-    judge's last reply when it could not be used)."""
+    judge's last reply when it could not be used). Offline, ``claim`` is the reply's least
+    supported claim, ``claim_support`` its support and ``evidence`` the sentence closest to
+    it in the evidence (the context, the reference reply or the observation)."""
 
     qa_id: str
     score: float | None
@@ -72,6 +74,9 @@ class Interaction(BaseModel):
     error: str | None = None
     weight: float | None = None
     raw_reply: str | None = None
+    claim: str | None = None
+    claim_support: float | None = None
+    evidence: str | None = None
 
 
 class ContextDetails(MetricDetails):
@@ -233,7 +238,17 @@ class ContextAwareness:
                 found.append(Interaction(qa_id=b.qa_id, score=None, error=why))
                 continue
             r = next(results)
-            found.append(Interaction(qa_id=b.qa_id, score=round(r.score, 6), reason=r.reason))
+            weakest = min(r.claims, key=lambda c: c.support, default=None)
+            found.append(
+                Interaction(
+                    qa_id=b.qa_id,
+                    score=round(r.score, 6),
+                    reason=r.reason,
+                    claim=weakest.sentence if weakest else None,
+                    claim_support=round(weakest.support, 6) if weakest else None,
+                    evidence=(weakest.closest or None) if weakest else None,
+                )
+            )
         return found
 
     def _aggregate(

@@ -83,6 +83,8 @@ class ClaimSupport:
     new_names: tuple[str, ...] = ()
     negation_mismatch: bool = False
     opposites: tuple[str, ...] = ()
+    closest: str = ""
+    """The evidence sentence closest to the claim."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ class ItemFeatures:
     rows: np.ndarray | None
     details: list[ClaimDetail]
     reply: np.ndarray | None
+    closest: tuple[str, ...] = ()
+    """Each claim's closest evidence sentence."""
 
 
 def _clauses(sentence: str) -> list[str]:
@@ -212,7 +216,7 @@ def _features(
 ) -> list[ItemFeatures]:
     rows: list[list[float]] = []
     starts: list[int] = []
-    parts: list[tuple[list[str], int, list[ClaimDetail]] | None] = []
+    parts: list[tuple[list[str], int, list[ClaimDetail], tuple[str, ...]] | None] = []
     for claims, ev, item in zip(claim_lists, evidences, items, strict=True):
         given = facts(item.question) if item.question else None
         if not claims or not ev.sentences:
@@ -232,7 +236,7 @@ def _features(
             )
             rows.append(row)
             details.append(detail)
-        parts.append((claims, starts[-1], details))
+        parts.append((claims, starts[-1], details, tuple(ev.sentences[j] for j in best)))
     matrix = np.asarray(rows, dtype=np.float64).reshape(-1, len(CLAIM_COLUMNS))
     replies = aggregate_many(matrix, np.asarray(starts)) if starts else matrix[:0]
     out: list[ItemFeatures] = []
@@ -241,8 +245,9 @@ def _features(
         if part is None:
             out.append(ItemFeatures(claims, None, [], None))
             continue
-        _, start, details = part
-        out.append(ItemFeatures(claims, matrix[start : start + len(claims)], details, replies[k]))
+        _, start, details, closest = part
+        rows = matrix[start : start + len(claims)]
+        out.append(ItemFeatures(claims, rows, details, replies[k], closest))
         k += 1
     return out
 
@@ -313,8 +318,11 @@ async def score_support(
                 new_names=d.new_names,
                 negation_mismatch=d.negation_mismatch,
                 opposites=d.antonyms,
+                closest=near,
             )
-            for c, row, d, p in zip(f.claims, f.rows, f.details, probs, strict=True)
+            for c, row, d, p, near in zip(
+                f.claims, f.rows, f.details, probs, f.closest, strict=True
+            )
         )
         score = float(reply_p[k])
         k += 1

@@ -20,7 +20,10 @@ __all__ = [
     "fmt_score",
     "fmt_seconds",
     "get",
+    "items_text",
     "iter_results",
+    "pass_text",
+    "rates_text",
     "values",
 ]
 
@@ -88,6 +91,40 @@ def fmt_seconds(value: Any) -> str:
         return f"{minutes} min {seconds:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+def pass_text(summary: Any, missing: str = DASH) -> str:
+    """``83% [71%, 91%] @0.7``: a metric's pass rate, its interval and its pass mark."""
+    rate = finite(get(summary, "pass_rate"))
+    if rate is None:
+        return missing
+    text = f"{rate:.0%}"
+    low, high = finite(get(summary, "pass_low")), finite(get(summary, "pass_high"))
+    if low is not None and high is not None:
+        text += f" [{low:.0%}, {high:.0%}]"
+    mark = finite(get(summary, "threshold"))
+    if mark is not None:
+        text += f" @{mark:g}"
+    return text
+
+
+def rates_text(a: Any, b: Any, missing: str = "-", arrow: str = "->") -> str:
+    """``80% -> 85%``: the pass rates of two runs (A, then B)."""
+    ra, rb = finite(a), finite(b)
+    if ra is None and rb is None:
+        return missing
+    shown = [missing if r is None else f"{r:.0%}" for r in (ra, rb)]
+    return f" {arrow} ".join(shown)
+
+
+def items_text(summary: Any) -> str:
+    """``200 (12 n/a, 40 not run)``: a metric's items, and those neither scored nor failed."""
+    parts = []
+    if get(summary, "n_not_applicable"):
+        parts.append(f"{get(summary, 'n_not_applicable')} n/a")
+    if get(summary, "n_not_run"):
+        parts.append(f"{get(summary, 'n_not_run')} not run")
+    return f"{get(summary, 'n', 0)}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def ci_text(level: Any) -> str:

@@ -1,11 +1,12 @@
 """A self-contained HTML report of an evaluation run (and optionally a comparison of two).
 
-The page loads nothing from anywhere: CSS and JavaScript are inline, plots are SVG drawn
-here. Everything that comes from the evaluated system (case ids, reasons, errors, metric
-names) is escaped by Jinja2's autoescape; the SVG built here escapes its text with
-:func:`markupsafe.escape`; data for scripts goes through a ``<script type="application/json">``
-block with ``<``, ``>`` and ``&`` escaped. A Content-Security-Policy allows only the page's
-own script (by hash) and no network at all, as a second line of defence.
+The page loads nothing from anywhere (see :mod:`~contextlens.report.page`). It shows each
+metric's mean, interval and distribution, its failed items with their reasons and the
+judge's last reply, and a case explorer: every case with its scores, filters by status,
+score range and ``meta`` field, a drill-down of each case (input, output, expected output,
+chunks or turns, ``meta``, each metric's evidence laid over them) built when it is opened,
+and slice tables per ``meta`` value. The rows are one JSON block and each case's drill-down
+another, read on demand, so a report of 10,000 cases opens at once.
 
 Numbers carry stable attributes for tools and tests: ``data-metric`` / ``data-field`` (and the
 raw value in ``data-value``) in the metric sections, ``data-comparison`` / ``data-field`` in
@@ -14,29 +15,16 @@ the comparison section.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
-import math
 from collections.abc import Mapping
-from datetime import datetime, timezone
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from contextlens.files import make_folder, write_text
 from contextlens.metrics.base import OFFLINE_SCALE_NOTE
-from contextlens.report.format import (
-    as_dict,
-    fmt_count,
-    fmt_score,
-    fmt_seconds,
-    get,
-)
+from contextlens.report.cases import case_table
+from contextlens.report.format import as_dict, ci_text, fmt_seconds, get, iter_results
+from contextlens.report.page import render_page, script_json, write_page
 from contextlens.report.views import (
     Collected,
     accounting_stats,
@@ -45,54 +33,9 @@ from contextlens.report.views import (
     metric_view,
 )
 
-__all__ = ["MAX_ROWS", "render_report", "write_report"]
+__all__ = ["render_report", "write_report"]
 
-MAX_ROWS = 5000
-"""Rows of the per-item table shown per metric; the histogram always uses every item."""
-
-
-def _json_for_script(data: Any) -> Markup:
-    """JSON safe inside ``<script type="application/json">``: no ``<``, ``>``, ``&``."""
-    text = json.dumps(data, ensure_ascii=False, allow_nan=False, default=str)
-    for char, code in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
-        text = text.replace(char, code)
-    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return Markup(text)
-
-
-def _clean(value: Any) -> Any:
-    """``value`` with non-finite floats as None, for strict JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-@cache
-def _asset(name: str) -> str:
-    return resources.files("contextlens.report").joinpath("templates", name).read_text("utf-8")
-
-
-@cache
-def _environment() -> Environment:
-    env = Environment(
-        loader=PackageLoader("contextlens.report", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["score"] = fmt_score
-    env.filters["count"] = fmt_count
-    return env
-
-
-def _csp_hash(source: str) -> str:
-    digest = hashlib.sha256(source.encode("utf-8")).digest()
-    return "sha256-" + base64.b64encode(digest).decode("ascii")
+SCRIPTS = ("common.js", "report.js", "cases.js", "ready.js")
 
 
 def render_report(
@@ -100,11 +43,11 @@ def render_report(
     *,
     comparison: Any = None,
     title: str | None = None,
-    max_rows: int = MAX_ROWS,
 ) -> str:
     """The report page as a string; see :func:`write_report`."""
     summaries = get(run, "summaries") or {}
-    collected = collect(run, max_rows)
+    items = list(iter_results(run))
+    collected = collect(items)
     names = list(summaries) + [m for m in collected if m not in summaries]
     metrics = [
         metric_view(name, summaries.get(name, {}), collected.get(name, Collected()), i)
@@ -114,51 +57,49 @@ def render_report(
     total = accounting.get("total", {}) if isinstance(accounting, Mapping) else {}
     run_id = str(get(run, "run_id", "") or "")
     out_dir = get(run, "out_dir")
-    script = _asset("report.js")
-    data = _clean(
-        {
-            "run_id": run_id,
-            "started_at": get(run, "started_at"),
-            "duration_s": get(run, "duration_s"),
-            "judge": get(run, "judge"),
-            "summaries": {
-                name: as_dict(summaries[name]) if name in summaries else {} for name in names
-            },
-        }
-    )
-    context = {
-        "title": title or "contextlens report",
+    levels = [get(summaries.get(n), "ci_level") for n in names]
+    level = next((v for v in levels if v), 0.95)
+    cases = case_table(run, names, ci_level=level, items=items)
+    config = get(run, "config") or {}
+    data = {
         "run_id": run_id,
-        "started_at": get(run, "started_at") or "",
-        "duration": fmt_seconds(get(run, "duration_s")),
-        "judge": get(run, "judge") or "",
-        "embedder": get(run, "embedder") or "",
-        "repeats": get(run, "repeats") or 1,
-        "out_dir": str(out_dir) if out_dir else "",
-        "totals": accounting_stats(total),
-        "metrics": metrics,
-        "comparison": comparison_view(comparison) if comparison is not None else None,
-        "max_rows": max_rows,
-        "offline_note": OFFLINE_SCALE_NOTE,
-        "results_path": str(Path(out_dir) / "results.jsonl") if out_dir else "results.jsonl",
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "version": _version(),
-        "data_json": _json_for_script(data),
-        "script": Markup(script),
-        "styles": Markup(_asset("report.css")),
-        "csp": f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-        f"script-src '{_csp_hash(script)}'; base-uri 'none'; form-action 'none'",
+        "started_at": get(run, "started_at"),
+        "duration_s": get(run, "duration_s"),
+        "judge": get(run, "judge"),
+        "summaries": {n: as_dict(summaries[n]) if n in summaries else {} for n in names},
     }
-    return _environment().get_template("report.html.j2").render(**context)
-
-
-def _version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("contextlens")
-    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
-        return ""
+    blocks = "".join(
+        f'<script type="application/json" id="cl-case-{i}">{script_json(d)}</script>\n'
+        for i, d in enumerate(cases.details)
+    )
+    return render_page(
+        "report.html.j2",
+        scripts=SCRIPTS,
+        title=title or "contextlens report",
+        run_id=run_id,
+        run_name=config.get("name") if isinstance(config, Mapping) else None,
+        tags=(config.get("tags") or {}) if isinstance(config, Mapping) else {},
+        started_at=get(run, "started_at") or "",
+        duration=fmt_seconds(get(run, "duration_s")),
+        judge=get(run, "judge") or "",
+        embedder=get(run, "embedder") or "",
+        repeats=get(run, "repeats") or 1,
+        out_dir=str(out_dir) if out_dir else "",
+        stopped=get(run, "stopped") or "",
+        totals=accounting_stats(total),
+        metrics=metrics,
+        comparison=comparison_view(comparison) if comparison is not None else None,
+        offline_note=OFFLINE_SCALE_NOTE,
+        results_path=str(Path(out_dir) / "results.jsonl") if out_dir else "results.jsonl",
+        case_metrics=cases.metrics,
+        meta_fields=list(cases.meta_fields),
+        slice_fields=list(cases.slices),
+        slice_ci=ci_text(level),
+        pass_marks={k: f"{v:g}" for k, v in cases.pass_marks.items() if v is not None},
+        data_json=script_json(data),
+        rows_json=script_json(cases.rows_json()),
+        case_blocks=Markup(blocks),
+    )
 
 
 def write_report(
@@ -167,18 +108,14 @@ def write_report(
     *,
     comparison: Any = None,
     title: str | None = None,
-    max_rows: int = MAX_ROWS,
 ) -> Path:
     """Write one self-contained HTML page for ``run`` (an :class:`~contextlens.runner.EvalRun`
     or anything with ``summaries`` and ``iter_results()``) and return its path.
 
     ``comparison``: a :class:`~contextlens.compare.Comparison` (read by attribute) adds a
-    section with each metric's paired difference. ``max_rows`` caps the per-item table of
-    each metric; the histograms use every item. A folder ``path`` gets ``report.html``.
+    section with each metric's paired difference. An item passes at its metric's pass mark
+    as the run set it (``threshold`` of each summary). A folder ``path`` gets
+    ``report.html``.
     """
-    target = Path(path)
-    if target.is_dir() and not target.is_symlink():
-        target = target / "report.html"
-    make_folder(target.parent)
-    html = render_report(run, comparison=comparison, title=title, max_rows=max_rows)
-    return write_text(target, html)
+    html = render_report(run, comparison=comparison, title=title)
+    return write_page(html, path, "report.html")

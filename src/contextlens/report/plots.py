@@ -11,7 +11,7 @@ from markupsafe import Markup, escape
 
 from contextlens.report.format import ci_text, finite, fmt_diff, fmt_score
 
-__all__ = ["diff_histogram", "interval_bar", "num", "score_histogram"]
+__all__ = ["diff_histogram", "interval_bar", "num", "score_histogram", "trend_plot"]
 
 
 @dataclass(frozen=True)
@@ -262,5 +262,64 @@ def interval_bar(
             f'width="{num(max(pct(b) - pct(a), 0.8))}" height="6" rx="3"/>'
         )
     parts.append(f'<rect class="dot" x="{num(pct(m) - 0.6)}" y="0" width="1.2" height="10"/>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def trend_plot(
+    labels: Sequence[str], points: Sequence[tuple[float | None, float | None, float | None]]
+) -> Markup:
+    """SVG of a metric over runs: each run's mean (a line through dots) and its interval
+    (a band), the runs in order along the x axis, labelled by ``labels``."""
+    frame = _Frame(0.0, 1.0, height=240, bottom=44)
+    n = len(points)
+    span = max(n - 1, 1)
+
+    def x(i: int) -> float:
+        return frame.left + (i / span if n > 1 else 0.5) * frame.inner_w
+
+    def y(v: float) -> float:
+        return frame.base - min(max(v, 0.0), 1.0) * frame.inner_h
+
+    title = f"Mean and interval over {n} runs"
+    parts = [
+        f'<svg class="plot" viewBox="0 0 {frame.width} {frame.height}" role="img" '
+        f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
+    ]
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(
+            f'<line class="grid" x1="{frame.left}" x2="{frame.width - frame.right}" '
+            f'y1="{num(y(tick))}" y2="{num(y(tick))}"/>'
+            f'<text class="axis" x="{frame.left - 6}" y="{num(y(tick) + 4)}" '
+            f'text-anchor="end">{_tick(tick)}</text>'
+        )
+    upper = [(i, p[2]) for i, p in enumerate(points) if p[1] is not None and p[2] is not None]
+    lower = [(i, p[1]) for i, p in enumerate(points) if p[1] is not None and p[2] is not None]
+    if len(upper) > 1:
+        outline = [f"{num(x(i))},{num(y(v))}" for i, v in upper]
+        outline += [f"{num(x(i))},{num(y(v))}" for i, v in reversed(lower)]
+        parts.append(f'<polygon class="ci" points="{" ".join(outline)}"/>')
+    means = [(i, p[0]) for i, p in enumerate(points) if p[0] is not None]
+    if len(means) > 1:
+        path = " ".join(f"{num(x(i))},{num(y(v))}" for i, v in means)
+        parts.append(f'<polyline class="mean" fill="none" points="{path}"/>')
+    for i, (mean, low, high) in enumerate(points):
+        if low is not None and high is not None:
+            parts.append(
+                f'<g class="whisker"><line x1="{num(x(i))}" x2="{num(x(i))}" '
+                f'y1="{num(y(low))}" y2="{num(y(high))}"/></g>'
+            )
+        if mean is not None:
+            shown = f"{labels[i]}: mean {fmt_score(mean)}"
+            if low is not None and high is not None:
+                shown += f" [{fmt_score(low)}, {fmt_score(high)}]"
+            parts.append(
+                f'<circle class="mean-dot" cx="{num(x(i))}" cy="{num(y(mean))}" r="4">'
+                f"<title>{escape(shown)}</title></circle>"
+            )
+        parts.append(
+            f'<text class="axis" x="{num(x(i))}" y="{num(frame.base + 18)}" '
+            f'text-anchor="middle">{escape(labels[i][:14])}</text>'
+        )
     parts.append("</svg>")
     return Markup("".join(parts))

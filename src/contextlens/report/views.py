@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,10 +23,9 @@ from contextlens.report.format import (
     fmt_score,
     fmt_seconds,
     get,
-    iter_results,
     values,
 )
-from contextlens.report.plots import diff_histogram, interval_bar, num, score_histogram
+from contextlens.report.plots import diff_histogram, interval_bar, score_histogram
 
 __all__ = [
     "Collected",
@@ -63,7 +62,7 @@ class Stat:
 
 @dataclass
 class Row:
-    """One row of the per-item table."""
+    """One item as a metric's list of failures shows it."""
 
     case_id: str
     score: float | None
@@ -73,39 +72,6 @@ class Row:
     reason: str
     spread: str = ""
     raw_reply: str = ""  # the judge's last reply, for a failed item whose reply was unusable
-    not_applicable: bool = False
-    not_run: bool = False
-
-    @property
-    def bar_pct(self) -> str | None:
-        """Width of the small score bar, 0..100 (scores outside 0..1 are clipped)."""
-        if self.score is None:
-            return None
-        return num(100 * min(max(self.score, 0.0), 1.0))
-
-    @property
-    def status(self) -> str:
-        if self.failed:
-            return "failed"
-        if self.not_applicable:
-            return "not applicable"
-        if self.not_run:
-            return "not run"
-        if self.success is True:
-            return "pass"
-        if self.success is False:
-            return "below threshold"
-        return "scored"
-
-    @property
-    def status_tone(self) -> str:
-        return {"failed": "bad", "pass": "good", "below threshold": "warn"}.get(self.status, "")
-
-    @property
-    def status_key(self) -> str:
-        order = {"failed": 0, "below threshold": 1, "pass": 2, "scored": 3, "not applicable": 4}
-        order["not run"] = 5
-        return f"{order[self.status]}-{self.status}"
 
 
 @dataclass
@@ -124,14 +90,9 @@ class MetricView:
     stats: list[Stat]
     histogram: Markup
     interval: Markup
-    rows: list[Row] = field(default_factory=list)
     n_items: int = 0
     failures: list[Row] = field(default_factory=list)
     n_failures: int = 0
-
-    @property
-    def truncated(self) -> bool:
-        return self.n_items > len(self.rows)
 
     @property
     def stat(self) -> dict[str, Stat]:
@@ -173,7 +134,6 @@ def _anchor(prefix: str, name: str, index: int) -> str:
 @dataclass
 class Collected:
     scores: list[float] = field(default_factory=list)
-    rows: list[Row] = field(default_factory=list)
     failures: list[Row] = field(default_factory=list)
     n_items: int = 0
     n_failures: int = 0
@@ -194,8 +154,6 @@ def _row(item: Any) -> Row:
         failed=failed,
         success=get(item, "success"),
         reason=str(reason or ""),
-        not_applicable=bool(not_applicable),
-        not_run=bool(not_run),
         spread=f"± {spread:.3f}" if spread is not None else "",
         raw_reply=_raw_reply(get(item, "details") or {}),
     )
@@ -212,16 +170,15 @@ def _raw_reply(details: Any) -> str:
     return str(raw) if raw else ""
 
 
-def collect(run: Any, max_rows: int) -> dict[str, Collected]:
+def collect(items: Iterable[Any]) -> dict[str, Collected]:
+    """Per metric: the scores of its items, its failures (the first 50 kept)."""
     out: dict[str, Collected] = {}
-    for item in iter_results(run):
+    for item in items:
         bucket = out.setdefault(str(get(item, "metric", "")), Collected())
         bucket.n_items += 1
         row = _row(item)
         if row.score is not None:
             bucket.scores.append(row.score)
-        if len(bucket.rows) < max_rows:
-            bucket.rows.append(row)
         if row.failed:
             bucket.n_failures += 1
             if len(bucket.failures) < 50:
@@ -321,7 +278,6 @@ def metric_view(name: str, summary: Any, bucket: Collected, index: int) -> Metri
             bucket.scores, mean=mean, ci_low=low, ci_high=high, ci_level=finite(level)
         ),
         interval=interval_bar(mean, low, high),
-        rows=bucket.rows,
         n_items=bucket.n_items,
         failures=bucket.failures,
         n_failures=bucket.n_failures,
@@ -409,6 +365,11 @@ def _comparison_metric(mc: Any, index: int) -> ComparisonMetricView:
         Stat("Interval high", fmt_diff(high), "ci_high", high),
         Stat("P(B better)", fmt_prob(p), "p_b_better", p),
     ]
+    for side in ("a", "b"):
+        rate = finite(get(mc, f"pass_rate_{side}"))
+        if rate is not None:
+            label = f"Pass rate {side.upper()}"
+            headline.append(Stat(label, f"{rate:.0%}", f"pass_rate_{side}", rate))
     pairs = first(mc, ("pairs", "differences", "diffs", "paired")) or []
     diffs = [d for d in (_pair_diff(pair) for pair in values(pairs)) if d is not None]
     notes = get(mc, "notes") or []

@@ -52,7 +52,8 @@ class RunConfig(BaseModel):
     ``statistical_mode``: the aggregate's interval (None: ``BayesianMode()``).
     ``keep_results``: keep every item in memory (None: when there is no ``out``).
     ``progress``: a bar on stderr (None: when stderr is a terminal), or a
-    :data:`ProgressCallback`.
+    :data:`ProgressCallback`. ``name`` and ``tags`` (``{"branch": "main"}``) are recorded
+    with the run, to find and follow it (``contextlens runs``, ``contextlens trend``).
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
@@ -70,6 +71,23 @@ class RunConfig(BaseModel):
     statistical_mode: StatisticalMode | None = None
     keep_results: bool | None = None
     progress: bool | ProgressCallback | None = None
+    name: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or value != value.strip()):
+            raise ValueError("a run name is a non-empty text without surrounding spaces")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _plain_tags(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not key.strip() or "=" in key:
+                raise ValueError(f"tag {key!r}: a tag key is a non-empty text without '='")
+        return value
 
     @field_validator("judge", mode="before")
     @classmethod
@@ -126,6 +144,8 @@ class RunConfig(BaseModel):
             "cache": _label(self.cache, "default") if self.cache is not True else "default",
             "out": None if self.out is None else str(getattr(self.out, "out", self.out)),
             "statistical_mode": None if mode is None else repr(mode),
+            "name": self.name,
+            "tags": dict(self.tags),
         }
 
 
@@ -146,6 +166,8 @@ class RunOptions(TypedDict, total=False):
     statistical_mode: StatisticalMode | None
     keep_results: bool | None
     progress: bool | ProgressCallback | None
+    name: str | None
+    tags: dict[str, str]
 
 
 def judge_label(judge: Any) -> str:

@@ -126,7 +126,7 @@ async def aevaluate(
     keep = run_config.keep_results if run_config.keep_results is not None else folder is None
     keep = keep and not dry_run
     ledger = Ledger()
-    sink = ResultSink(folder.create() if folder is not None else None)
+    sink = ResultSink(folder.create() if folder is not None else None, keep_cases=keep)
     tallies = {b.key: Tally() for b in bound}
     kept: list[tuple[int, ItemResult]] = []
     total = len(cases) if isinstance(cases, Sized) else None
@@ -164,6 +164,15 @@ async def aevaluate(
             kept.append((index, item))
         return True
 
+    def record_case(ident: str, case: Case) -> bool:
+        """Write the case whose items were just written; False as :func:`record`."""
+        try:
+            sink.write_case(ident, case)
+        except OutputError:
+            stop.set()
+            return False
+        return True
+
     async def one_case(case: Case, index: int) -> None:
         nonlocal cases_done
         ident = case_id(case, index)
@@ -172,6 +181,8 @@ async def aevaluate(
         for item in done:
             if not record(item, index):
                 return
+        if not record_case(ident, case):
+            return
         cases_done += 1
         if tick is not None:  # the run's ledger is current: the callback may read it
             with attribute(ledger, UNATTRIBUTED):
@@ -212,7 +223,9 @@ async def aevaluate(
             if b.applies_to(case):
                 why = b.not_applicable(case)
                 item = not_applicable_item(ident, b.key, why) if why else None
-                record(item or not_run_item(ident, b.key, not_run), index)
+                if not record(item or not_run_item(ident, b.key, not_run), index):
+                    return
+        record_case(ident, case)
 
     cap_token = current_cap.set(cap)  # every task the run starts calls within the cap
     heartbeat = asyncio.create_task(beat())
@@ -260,7 +273,8 @@ async def aevaluate(
         kept=kept,
         complete=not isinstance(run_config.out, RunFolder),  # a caller's own is theirs
         stopped=not_run.removeprefix("not run: ") if cap is not None and cap.reached else None,
-    )
+        data_fingerprint=sink.fingerprint.hexdigest(),
+    ).with_cases(sink.cases)
 
 
 async def score_item(

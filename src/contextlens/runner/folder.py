@@ -1,5 +1,5 @@
 """Where a run writes: its own folder ``OUT/<run id>/``, ``OUT/latest``, and the
-``results.jsonl`` written as results come.
+``results.jsonl`` and ``cases.jsonl`` written as results come.
 
 Runs that share ``OUT`` never touch each other's files; a run that fails leaves only its own
 partial ``results.jsonl``; ``OUT/latest`` names the newest completed run.
@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from contextlens.cases import CASES_FILE, CaseRecord, DataFingerprint
 from contextlens.files import OutputError, create_new, describe_os_error
 from contextlens.redact import redact
-from contextlens.results import ItemResult
+from contextlens.results import RESULTS_FILE, ItemResult
+from contextlens.schemas import Dataset, ModelTestCase
 
-__all__ = ["LATEST", "ResultSink", "RunFolder", "latest_run", "new_run_id"]
+__all__ = ["LATEST", "CaseLog", "ResultSink", "RunFolder", "latest_run", "new_run_id"]
 
 LATEST = "latest"
 """The name, in an ``out`` folder, of the pointer to its newest completed run."""
@@ -121,17 +123,59 @@ def latest_run(out: str | Path) -> Path | None:
     return None
 
 
+class CaseLog:
+    """Writes each case, once scored, as one line of ``cases.jsonl`` (its id, fields and
+    ``meta``; secrets masked), flushed at once; fingerprints the cases; without a folder,
+    keeps them when ``keep``. A write that fails raises :class:`OutputError`."""
+
+    def __init__(self, folder: Path | None, *, keep: bool = False) -> None:
+        self.fingerprint = DataFingerprint()
+        self.cases: list[CaseRecord] | None = [] if keep and folder is None else None
+        self.handle: IO[str] | None = None
+        self.path = None if folder is None else folder / CASES_FILE
+        if self.path is not None:
+            self.handle = create_new(self.path)
+
+    def write(self, case_id: str, case: ModelTestCase | Dataset) -> None:
+        record = CaseRecord(case_id=case_id, case=case)
+        text = record.line()
+        self.fingerprint.add(text)
+        if self.cases is not None:
+            self.cases.append(record)
+        if self.handle is not None:
+            try:
+                self.handle.write(redact(text))
+                self.handle.flush()
+            except OSError as exc:
+                raise OutputError(self.path or CASES_FILE, describe_os_error(exc)) from None
+
+    def close(self) -> None:
+        if self.handle is not None:
+            with contextlib.suppress(OSError):  # a flush that fails again: the lines are whole
+                self.handle.close()
+
+
 class ResultSink:
     """Writes each item result as one JSON line of ``results.jsonl``, flushed at once, its
-    secrets masked. A write that fails (a full disk) raises :class:`OutputError`, and every
-    later write at once raises it too: what is written stays whole."""
+    secrets masked, and each case once scored into the run's :class:`CaseLog`. A write that
+    fails (a full disk) raises :class:`OutputError`, and every later write at once raises it
+    too: what is written stays whole."""
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, *, keep_cases: bool = False) -> None:
         self.handle: IO[str] | None = None
-        self.path = None if folder is None else folder / "results.jsonl"
+        self.path = None if folder is None else folder / RESULTS_FILE
         self.failed: OutputError | None = None
         if self.path is not None:
             self.handle = create_new(self.path)
+        self.log = CaseLog(folder, keep=keep_cases)
+
+    @property
+    def fingerprint(self) -> DataFingerprint:
+        return self.log.fingerprint
+
+    @property
+    def cases(self) -> list[CaseRecord] | None:
+        return self.log.cases
 
     def write(self, item: ItemResult) -> None:
         if self.handle is None:
@@ -142,10 +186,21 @@ class ResultSink:
             self.handle.write(redact(item.model_dump_json()) + "\n")
             self.handle.flush()
         except OSError as exc:
-            self.failed = OutputError(self.path or "results.jsonl", describe_os_error(exc))
+            self.failed = OutputError(self.path or RESULTS_FILE, describe_os_error(exc))
             raise self.failed from None
+
+    def write_case(self, case_id: str, case: ModelTestCase | Dataset) -> None:
+        """Record the case whose items were just written."""
+        if self.failed is not None:
+            raise self.failed
+        try:
+            self.log.write(case_id, case)
+        except OutputError as exc:
+            self.failed = exc
+            raise
 
     def close(self) -> None:
         if self.handle is not None:
             with contextlib.suppress(OSError):  # a flush that fails again: the lines are whole
                 self.handle.close()
+        self.log.close()

@@ -14,6 +14,7 @@ import numpy as np
 from contextlens.engine.accounting import Ledger
 from contextlens.files import write_text
 from contextlens.metrics.base import DEFAULT_PASS
+from contextlens.metrics.settings import settings_of
 from contextlens.redact import redact
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner.binding import BoundMetric
@@ -251,16 +252,18 @@ def finish_run(
     kept: list[tuple[int, ItemResult]],
     complete: bool,
     stopped: str | None = None,
+    data_fingerprint: str | None = None,
 ) -> EvalRun:
-    """The :class:`EvalRun` of a finished run: summaries from the tallies, the ledger's
-    accounting, the kept items in case order, the configuration, why it ``stopped`` before
-    all its cases (its cost cap); with a folder, ``summary.json`` is written and
+    """The :class:`EvalRun` of a finished run: summaries from the tallies (with each
+    metric's settings), the ledger's accounting, the kept items in case order, the
+    configuration, why it ``stopped`` before all its cases (its cost cap) and the cases'
+    fingerprint; with a folder, ``summary.json`` is written and
     (``complete``) the folder recorded as the newest."""
     mode = config.statistical_mode or BayesianMode()
     judges = [b.judge_name for b in bound if b.judge_name is not None]
     summaries = {
         b.key: summary_of(b.key, tallies[b.key], mode, ledger, b.pass_mark).model_copy(
-            update={"judge": b.judge_name}
+            update={"judge": b.judge_name, "settings": settings_of(b.metric)}
         )
         for b in bound
     }
@@ -276,6 +279,7 @@ def finish_run(
         config=config.describe(),
         out_dir=str(folder.path) if folder is not None else None,
         stopped=stopped,
+        data_fingerprint=data_fingerprint,
         results=[item for _, item in sorted(kept, key=lambda pair: pair[0])],
     )
     if folder is not None:

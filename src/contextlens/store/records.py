@@ -60,7 +60,8 @@ class RunInfo(RunProcess):
 
     ``status``: ``running``, ``completed``, ``failed`` (``error`` says why) or
     ``interrupted``; ``command`` run in ``cwd`` started it (and resumes it); ``out_dir`` is
-    its run folder. Counts and means are those of a completed run (0 and none before).
+    its run folder; ``name`` and ``tags`` those it was given. Counts and means are those of a
+    completed run (0 and none before).
     """
 
     run_id: str
@@ -72,13 +73,15 @@ class RunInfo(RunProcess):
     n_failed: int
     means: dict[str, float | None]
     out_dir: str | None = None
+    name: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
 
 
 class StoredRun(EvalRun, RunProcess):
     """An :class:`EvalRun` read back from a :class:`RunStore`, plus what was recorded with it.
 
-    ``iter_results()`` streams the items from the store (unless ``results`` was filled by
-    ``load(..., results=True)``); ``to_pandas()`` and ``failures()`` use it.
+    ``results`` and ``iter_results()`` stream the items from the store (unless ``results``
+    was filled by ``load(..., results=True)``); ``to_pandas()`` and ``failures()`` use it.
     """
 
     dataset: str | None = None
@@ -87,37 +90,41 @@ class StoredRun(EvalRun, RunProcess):
     recorded_at: str | None = None
     _store_path: str | None = PrivateAttr(default=None)
 
-    def iter_results(self) -> Iterator[ItemResult]:
+    def _reads_results(self) -> bool:
+        return True
+
+    def _stream_results(self) -> Iterator[ItemResult]:
         """Every item result, in the order they were recorded; for a run that did not
         complete, those its run folder's ``results.jsonl`` holds (none when it is gone)."""
-        if self.results or self._store_path is None:
-            yield from self.results
-            return
+        if self._store_path is None:
+            return iter(())
         if self.status != COMPLETED:
-            yield from _partial_results(self.out_dir)
-            return
-        path = Path(self._store_path)
-        if not path.exists():
-            raise StoreError(f"the run store {path} of run {self.run_id!r} is gone")
-        conn = connect(path, "the run store", StoreError)
-        try:
-            last = -1
-            while True:
-                try:
-                    rows = conn.execute(
-                        "SELECT seq, data FROM items WHERE run_id = ? AND seq > ? "
-                        "ORDER BY seq LIMIT ?",
-                        (self.run_id, last, PAGE),
-                    ).fetchall()
-                except sqlite3.Error as exc:
-                    raise StoreError(f"cannot read run {self.run_id!r} from {path}: {exc}") from exc
-                for _, data in rows:
-                    yield ItemResult.model_validate_json(data)
-                if len(rows) < PAGE:
-                    return
-                last = rows[-1][0]
-        finally:
-            conn.close()
+            return _partial_results(self.out_dir)
+        return _stored_items(Path(self._store_path), self.run_id)
+
+
+def _stored_items(path: Path, run_id: str) -> Iterator[ItemResult]:
+    """The items of run ``run_id`` in the store file ``path``, read page by page."""
+    if not path.exists():
+        raise StoreError(f"the run store {path} of run {run_id!r} is gone")
+    conn = connect(path, "the run store", StoreError)
+    try:
+        last = -1
+        while True:
+            try:
+                rows = conn.execute(
+                    "SELECT seq, data FROM items WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                    (run_id, last, PAGE),
+                ).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot read run {run_id!r} from {path}: {exc}") from exc
+            for _, data in rows:
+                yield ItemResult.model_validate_json(data)
+            if len(rows) < PAGE:
+                return
+            last = rows[-1][0]
+    finally:
+        conn.close()
 
 
 def _partial_results(out_dir: str | None) -> Iterator[ItemResult]:

@@ -24,12 +24,10 @@ the items with ``iter_results()``: they are streamed from the file page by page 
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import secrets
 import socket
-import sqlite3
 import threading
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -54,6 +52,16 @@ from contextlens.store.records import (
     StoreError,
     run_status,
 )
+from contextlens.store.schema import (
+    ITEM_INSERT,
+    SCHEMA,
+    SCHEMA_VERSION,
+    add_score,
+    item_row,
+    refresh_counts,
+    replace_run,
+    score_column,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -67,84 +75,7 @@ __all__ = [
 #: shell) before it says so; the command then goes on with the run unrecorded.
 STORE_BUSY_TIMEOUT = 10.0
 
-SCHEMA_VERSION = 2
-"""Stored in ``PRAGMA user_version``. A file with a newer version is refused; run history
-is never dropped, so later versions migrate older files in place (version 2 added the
-status, command and process of each run; the runs of version 1 are ``completed``)."""
-
-
-_BATCH = 1000  # item rows per executemany / per page read back
 _MAX_CANDIDATES = 10
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    started_at TEXT NOT NULL,
-    started_ts REAL NOT NULL,
-    recorded_at REAL NOT NULL,
-    duration_s REAL NOT NULL,
-    judge TEXT NOT NULL,
-    embedder TEXT NOT NULL,
-    repeats INTEGER NOT NULL,
-    out_dir TEXT,
-    dataset TEXT,
-    dataset_fingerprint TEXT,
-    config TEXT NOT NULL,
-    versions TEXT NOT NULL,
-    summaries TEXT NOT NULL,
-    accounting TEXT NOT NULL,
-    n_cases INTEGER NOT NULL DEFAULT 0,
-    n_items INTEGER NOT NULL DEFAULT 0,
-    n_failed INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS runs_by_time ON runs (started_ts, recorded_at);
-CREATE TABLE IF NOT EXISTS items (
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    case_id TEXT NOT NULL,
-    metric TEXT NOT NULL,
-    score REAL,
-    error TEXT,
-    data TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS items_by_case ON items (run_id, case_id);
-ALTER TABLE runs ADD COLUMN status TEXT NOT NULL DEFAULT 'completed';
-ALTER TABLE runs ADD COLUMN error TEXT;
-ALTER TABLE runs ADD COLUMN command TEXT;
-ALTER TABLE runs ADD COLUMN cwd TEXT;
-ALTER TABLE runs ADD COLUMN pid INTEGER;
-ALTER TABLE runs ADD COLUMN host TEXT;
-"""
-# The ALTER statements run once, on a new file or one of version 1 (see SQLiteFile).
-
-_RUN_COLUMNS = (
-    "run_id",
-    "started_at",
-    "started_ts",
-    "recorded_at",
-    "duration_s",
-    "judge",
-    "embedder",
-    "repeats",
-    "out_dir",
-    "dataset",
-    "dataset_fingerprint",
-    "config",
-    "versions",
-    "summaries",
-    "accounting",
-    "status",
-    "error",
-    "command",
-    "cwd",
-    "pid",
-    "host",
-)
-_ITEM_INSERT = (
-    "INSERT INTO items (run_id, seq, case_id, metric, score, error, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
 
 
 def default_store_path() -> Path:
@@ -187,13 +118,17 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
 
 
+def _labels(config: Mapping[str, Any]) -> tuple[str | None, str]:
+    """The ``name`` and ``tags`` (as JSON) a run's configuration gives it."""
+    name = config.get("name")
+    tags = config.get("tags")
+    plain = {str(k): str(v) for k, v in tags.items()} if isinstance(tags, Mapping) else {}
+    return (name if isinstance(name, str) else None, _json(plain))
+
+
 def _absolute(path: str | os.PathLike[str] | None) -> str | None:
     """``path`` made absolute (a run folder is found again from any working folder)."""
     return None if path is None else os.path.abspath(path)
-
-
-def _score_column(score: float | None) -> float | None:
-    return score if score is not None and math.isfinite(score) else None
 
 
 class RunStore(Closing):
@@ -214,7 +149,7 @@ class RunStore(Closing):
             self.path,
             name="the run store",
             error=StoreError,
-            schema=_SCHEMA,
+            schema=SCHEMA,
             version=SCHEMA_VERSION,
             newer_hint="upgrade contextlens",
             busy_timeout=STORE_BUSY_TIMEOUT,
@@ -269,9 +204,11 @@ class RunStore(Closing):
             os.getcwd(),
             os.getpid(),
             socket.gethostname(),
+            *_labels(config or {}),
+            None,
         )
         with self._db.write() as conn:
-            _replace_run(conn, row)
+            replace_run(conn, row)
         return run_id
 
     def fail(self, run_id: str, error: str, *, interrupted: bool = False) -> None:
@@ -295,9 +232,10 @@ class RunStore(Closing):
     ) -> str:
         """Save ``run`` and every item result in one transaction; return its ``run_id``.
 
-        ``config`` is the caller's settings (metrics, CLI arguments ...), stored as JSON
-        (values that are not JSON become strings). Recording a run id again replaces it; the
-        run is ``completed``, and keeps the command and process :meth:`start` recorded.
+        ``config`` is the caller's settings (metrics, CLI arguments ...), stored over the
+        run's own configuration as JSON (values that are not JSON become strings); its
+        ``name`` and ``tags`` are the run's. Recording a run id again replaces it; the run
+        is ``completed``, and keeps the command and process :meth:`start` recorded.
         """
         now = datetime.now(timezone.utc)
         row = (
@@ -312,7 +250,7 @@ class RunStore(Closing):
             _absolute(run.out_dir),
             None if dataset is None else str(dataset),
             dataset_fingerprint,
-            _json(dict(config or {})),
+            _json({**run.config, **(config or {})}),
             _json(library_versions()),
             _json({k: v.model_dump(mode="json") for k, v in run.summaries.items()}),
             _json(run.accounting),
@@ -323,16 +261,17 @@ class RunStore(Closing):
             started = conn.execute(
                 "SELECT command, cwd, pid, host FROM runs WHERE run_id = ?", (run.run_id,)
             ).fetchone()
-            _replace_run(conn, row + tuple(started or (None, None, None, None)))
+            labels = (*_labels(json.loads(row[11])), run.data_fingerprint)
+            replace_run(conn, row + tuple(started or (None, None, None, None)) + labels)
             batch: list[tuple[Any, ...]] = []
             for seq, item in enumerate(run.iter_results()):
-                batch.append(_item_row(run.run_id, seq, item))
+                batch.append(item_row(run.run_id, seq, item))
                 if len(batch) >= PAGE:
-                    conn.executemany(_ITEM_INSERT, batch)
+                    conn.executemany(ITEM_INSERT, batch)
                     batch.clear()
             if batch:
-                conn.executemany(_ITEM_INSERT, batch)
-            _refresh_counts(conn, run.run_id)
+                conn.executemany(ITEM_INSERT, batch)
+            refresh_counts(conn, run.run_id)
         return run.run_id
 
     def record_score(
@@ -349,7 +288,7 @@ class RunStore(Closing):
         or non-finite score without an ``error`` is recorded as failed. The run's summaries
         (n, failures, mean; no interval) are updated with each score, in O(1).
         """
-        if error is None and _score_column(score) is None:
+        if error is None and score_column(score) is None:
             error = f"no score ({score!r})"
         item = ItemResult(
             case_id=str(case_id),
@@ -367,12 +306,12 @@ class RunStore(Closing):
                 "SELECT 1 FROM items WHERE run_id = ? AND case_id = ? LIMIT 1",
                 (run_id, item.case_id),
             ).fetchone()
-            conn.execute(_ITEM_INSERT, _item_row(run_id, seq, item))
+            conn.execute(ITEM_INSERT, item_row(run_id, seq, item))
             (text,) = conn.execute(
                 "SELECT summaries FROM runs WHERE run_id = ?", (run_id,)
             ).fetchone()
             summaries = json.loads(text)
-            summaries[item.metric] = _add_score(summaries.get(item.metric), item).model_dump(
+            summaries[item.metric] = add_score(summaries.get(item.metric), item).model_dump(
                 mode="json"
             )
             conn.execute(
@@ -412,20 +351,39 @@ class RunStore(Closing):
 
     # -- reading -----------------------------------------------------------------------
 
-    def list_runs(self, limit: int = 50, *, completed: bool = False) -> list[RunInfo]:
+    def list_runs(
+        self,
+        limit: int = 50,
+        *,
+        completed: bool = False,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> list[RunInfo]:
         """The ``limit`` most recent runs, newest first (by start time); ``completed``:
-        only the runs that completed."""
+        only the runs that completed; ``name``: only the runs of that name; ``tags``: only
+        the runs that have every one of these tags with these values."""
+        where, args = [], []
+        if completed:
+            where.append("status = ?")
+            args.append(COMPLETED)
+        if name is not None:
+            where.append("name = ?")
+            args.append(name)
         rows = self._db.connection().execute(
             "SELECT run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries, "
-            "status, error, command, cwd, pid, host, out_dir FROM runs "
-            f"{'WHERE status = ? ' if completed else ''}"
-            "ORDER BY started_ts DESC, recorded_at DESC LIMIT ?",
-            (COMPLETED, int(limit)) if completed else (int(limit),),
+            "status, error, command, cwd, pid, host, out_dir, name, tags FROM runs "
+            f"{'WHERE ' + ' AND '.join(where) + ' ' if where else ''}"
+            "ORDER BY started_ts DESC, recorded_at DESC",
+            args,
         )
-        infos = []
+        wanted = {str(k): str(v) for k, v in (tags or {}).items()}
+        infos: list[RunInfo] = []
         for row in rows:
             (run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries) = row[:8]
-            status, error, command, cwd, pid, host, out_dir = row[8:]
+            status, error, command, cwd, pid, host, out_dir, run_name, run_tags = row[8:]
+            labels = json.loads(run_tags or "{}")
+            if any(labels.get(k) != v for k, v in wanted.items()):
+                continue
             infos.append(
                 RunInfo(
                     run_id=run_id,
@@ -443,8 +401,12 @@ class RunStore(Closing):
                     pid=pid,
                     host=host,
                     out_dir=out_dir,
+                    name=run_name,
+                    tags=labels,
                 )
             )
+            if len(infos) >= limit:
+                break
         return infos
 
     def resolve(self, run_id: str) -> str:
@@ -489,7 +451,8 @@ class RunStore(Closing):
             .execute(
                 "SELECT run_id, started_at, duration_s, judge, embedder, repeats, out_dir, "
                 "dataset, dataset_fingerprint, config, versions, summaries, accounting, "
-                "recorded_at, status, error, command, cwd, pid, host FROM runs WHERE run_id = ?",
+                "recorded_at, status, error, command, cwd, pid, host, data_fingerprint "
+                "FROM runs WHERE run_id = ?",
                 (full,),
             )
             .fetchone()
@@ -498,7 +461,7 @@ class RunStore(Closing):
             raise InputError(f"no run {full!r} in {self.path}")
         (rid, started, duration, judge, embedder, repeats, out_dir, dataset, fp) = row[:9]
         config, versions, summaries, accounting, recorded = row[9:14]
-        status, error, command, cwd, pid, host = row[14:]
+        status, error, command, cwd, pid, host, data_fp = row[14:]
         run = StoredRun(
             run_id=rid,
             started_at=started,
@@ -514,6 +477,7 @@ class RunStore(Closing):
             config=json.loads(config),
             dataset=dataset,
             dataset_fingerprint=fp,
+            data_fingerprint=data_fp,
             versions=json.loads(versions),
             recorded_at=datetime.fromtimestamp(recorded, timezone.utc).isoformat(
                 timespec="seconds"
@@ -530,56 +494,9 @@ class RunStore(Closing):
             run.results = list(run.iter_results())
         return run
 
-    def latest(self, n: int = 2) -> list[StoredRun]:
-        """The ``n`` most recent completed runs, *oldest first*, so that
-        ``compare(*store.latest())`` compares the newest run (B) against the one before it
-        (A)."""
-        infos = self.list_runs(limit=n, completed=True)
+    def latest(self, n: int = 2, *, name: str | None = None) -> list[StoredRun]:
+        """The ``n`` most recent completed runs (of ``name``, when given), *oldest first*,
+        so that ``compare(*store.latest())`` compares the newest run (B) against the one
+        before it (A)."""
+        infos = self.list_runs(limit=n, completed=True, name=name)
         return [self.load(info.run_id) for info in reversed(infos)]
-
-
-def _replace_run(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
-    """Insert the run ``row`` (values of ``_RUN_COLUMNS``), replacing the run and its items."""
-    conn.execute("DELETE FROM items WHERE run_id = ?", (row[0],))
-    conn.execute("DELETE FROM runs WHERE run_id = ?", (row[0],))
-    conn.execute(
-        f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({', '.join('?' * len(row))})",
-        tuple(redact(v) if isinstance(v, str) else v for v in row),  # no secret is stored
-    )
-
-
-def _item_row(run_id: str, seq: int, item: ItemResult) -> tuple[Any, ...]:
-    return (
-        run_id,
-        seq,
-        item.case_id,
-        item.metric,
-        None if item.error is not None else _score_column(item.score),
-        None if item.error is None else redact(item.error),
-        redact(item.model_dump_json()),
-    )
-
-
-def _add_score(summary: dict[str, Any] | None, item: ItemResult) -> MetricSummary:
-    """``summary`` (a dumped :class:`MetricSummary`, or None) with one more item folded in."""
-    old = (
-        MetricSummary.model_validate(summary)
-        if summary
-        else MetricSummary(metric=item.metric, n=0, n_scored=0, n_failed=0, mean=None)
-    )
-    if item.failed or item.score is None:
-        return old.model_copy(update={"n": old.n + 1, "n_failed": old.n_failed + 1})
-    k = old.n_scored
-    mean = item.score if old.mean is None else old.mean + (item.score - old.mean) / (k + 1)
-    return old.model_copy(update={"n": old.n + 1, "n_scored": k + 1, "mean": mean})
-
-
-def _refresh_counts(conn: sqlite3.Connection, run_id: str) -> None:
-    conn.execute(
-        "UPDATE runs SET "
-        "n_cases = (SELECT COUNT(DISTINCT case_id) FROM items WHERE run_id = ?1), "
-        "n_items = (SELECT COUNT(*) FROM items WHERE run_id = ?1), "
-        "n_failed = (SELECT COUNT(*) FROM items WHERE run_id = ?1 AND score IS NULL) "
-        "WHERE run_id = ?1",
-        (run_id,),
-    )

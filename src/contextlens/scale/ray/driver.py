@@ -14,10 +14,12 @@ from typing import IO, Any
 
 import ray
 
+from contextlens.cases import CASES_FILE
 from contextlens.engine.accounting import UNATTRIBUTED, Ledger, attribute
 from contextlens.errors import InputError
 from contextlens.results import ItemResult
 from contextlens.runner import BoundMetric, CaseChecks, RunFolder, Tally, case_id, progress_bar
+from contextlens.runner.folder import CaseLog
 from contextlens.scale.ray.worker import Payload, whole_lines
 from contextlens.schemas import MetricKey, ModelTestCase
 
@@ -55,6 +57,7 @@ class Driver:
         self.attempt = uuid.uuid4().hex[:8]
         self.done_before: dict[str, dict[str, str]] = {}
         self.sink: IO[str] | None = None
+        self.cases = CaseLog(None, keep=keep)
         self.cases_done = 0
 
     # -- the run folder
@@ -73,8 +76,11 @@ class Driver:
                 os.replace(old, keep_as / "results.jsonl")
         (path / SHARDS).mkdir(exist_ok=True)
         self.sink = open(path / "results.jsonl", "x", encoding="utf-8")  # noqa: SIM115
+        (path / CASES_FILE).unlink(missing_ok=True)  # every case is written again below
+        self.cases = CaseLog(path)
 
     def close(self) -> None:
+        self.cases.close()
         if self.sink is not None:
             self.sink.close()
             self.sink = None
@@ -115,12 +121,14 @@ class Driver:
 
         for index, raw in enumerate(source):
             try:
-                case = named(checks.one(raw, index), index)
+                checked = checks.one(raw, index)
+                case = named(checked, index)
             except InputError:  # what is under way finishes and is written first
                 while pending:
                     self._take(pending, load, wait_for_one=True)
                 raise
             ident = case_id(case, index)
+            self.cases.write(ident, checked)  # as a local run records it
             before = self.done_before.get(ident)
             applicable = [b.key for b in bound if b.applies_to(case)]
             if before is not None and all(name in before for name in applicable):

@@ -183,7 +183,8 @@ class RayExecutor:
             folder=folder,
             kept=driver.kept,
             complete=not isinstance(config.out, RunFolder),
-        )
+            data_fingerprint=driver.cases.fingerprint.hexdigest(),
+        ).with_cases(driver.cases.cases)
 
     def preflight(self) -> None:
         """Connect to the cluster now, so a cluster that is not there is said before any

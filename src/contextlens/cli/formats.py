@@ -1,0 +1,83 @@
+"""The files a command writes besides its report, for CI: ``--junit`` (JUnit XML),
+``--markdown`` (a pull request comment or ``$GITHUB_STEP_SUMMARY``) and ``--csv`` (the
+items)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from contextlens.cli.application import UsageProblem, out
+from contextlens.files import OutputError, describe_os_error, make_folder, write_text
+from contextlens.redact import redact
+from contextlens.terminal import line
+
+__all__ = ["CsvOption", "JunitOption", "MarkdownOption", "Outputs"]
+
+JunitOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="write a JUnit XML file: a test per case and metric, failing below its pass mark"
+    ),
+]
+MarkdownOption = Annotated[
+    Path | None,
+    typer.Option(help="write the summary as Markdown (appended to $GITHUB_STEP_SUMMARY)"),
+]
+CsvOption = Annotated[
+    Path | None, typer.Option("--csv", help="write the items as CSV, with case fields and meta")
+]
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The files asked for on the command line; checked before the run, written after it."""
+
+    junit: Path | None = None
+    markdown: Path | None = None
+    csv: Path | None = None
+
+    def check(self) -> None:
+        """A usage problem, before any work, for a path that names a folder."""
+        for option, path in (("--junit", self.junit), ("--markdown", self.markdown)):
+            if path is not None and path.is_dir():
+                raise UsageProblem(f"{option} {path}: a folder; give a file name")
+        if self.csv is not None and self.csv.is_dir():
+            raise UsageProblem(f"--csv {self.csv}: a folder; give a file name")
+
+    def write(self, run: Any) -> None:
+        """Write each file asked for, and say where."""
+        if self.junit is not None:
+            from contextlens.report.junit import write_junit
+
+            out.print(line("junit:   ", write_junit(run, self.junit)))
+        if self.markdown is not None:
+            from contextlens.report.markdown import run_markdown
+
+            append_or_write(self.markdown, run_markdown(run))
+            out.print(line("markdown: ", self.markdown))
+        if self.csv is not None:
+            from contextlens.report.items import write_csv
+
+            out.print(line("csv:     ", write_csv(run, self.csv)))
+
+
+def append_or_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (its secrets masked); appended when ``path`` is the step
+    summary of a GitHub Actions job (``$GITHUB_STEP_SUMMARY``), which others write into too,
+    else written whole."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    append = bool(summary) and path.exists() and path.resolve() == Path(summary).resolve()
+    if not append:
+        make_folder(path.parent)
+        write_text(path, text)
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(redact(text))
+    except OSError as exc:
+        raise OutputError(path, describe_os_error(exc)) from None

@@ -1,0 +1,112 @@
+"""What every page of the report shares: the template environment, the inline CSS and
+scripts with a Content-Security-Policy that allows only them, and JSON for scripts.
+
+A page loads nothing from anywhere. Everything from the evaluated system is escaped by
+Jinja2's autoescape; data for scripts goes through ``<script type="application/json">``
+blocks with ``<``, ``>`` and ``&`` escaped, and the scripts build the DOM from it with
+``textContent``, never ``innerHTML``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from functools import cache
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from contextlens.files import make_folder, write_text
+from contextlens.report.format import fmt_count, fmt_score
+
+__all__ = ["clean", "render_page", "script_json", "write_page"]
+
+
+def script_json(data: Any) -> Markup:
+    """JSON safe inside ``<script type="application/json">``: no ``<``, ``>``, ``&``."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, default=str)
+    except ValueError:  # a NaN or an infinity: null in strict JSON
+        text = json.dumps(clean(data), ensure_ascii=False, allow_nan=False, default=str)
+    for char, code in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, code)
+    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return Markup(text)
+
+
+def clean(value: Any) -> Any:
+    """``value`` with non-finite floats as None, for strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value
+
+
+@cache
+def asset(name: str) -> str:
+    return resources.files("contextlens.report").joinpath("templates", name).read_text("utf-8")
+
+
+@cache
+def environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("contextlens.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["score"] = fmt_score
+    env.filters["count"] = fmt_count
+    return env
+
+
+def _csp_hash(source: str) -> str:
+    digest = hashlib.sha256(source.encode("utf-8")).digest()
+    return "sha256-" + base64.b64encode(digest).decode("ascii")
+
+
+def version() -> str:
+    try:
+        return metadata.version("contextlens")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return ""
+
+
+def render_page(template: str, *, scripts: Sequence[str], **context: Any) -> str:
+    """The page ``template`` with ``context``, the report's CSS and the script files
+    ``scripts`` (one inline script, allowed by its hash and nothing else)."""
+    script = "\n".join(asset(name) for name in scripts)
+    return (
+        environment()
+        .get_template(template)
+        .render(
+            script=Markup(script),
+            styles=Markup(asset("report.css")),
+            csp=f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+            f"script-src '{_csp_hash(script)}'; base-uri 'none'; form-action 'none'",
+            version=version(),
+            generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **context,
+        )
+    )
+
+
+def write_page(html: str, path: str | Path, default_name: str) -> Path:
+    """Write ``html`` to ``path`` (a folder gets ``default_name``) whole, its secrets
+    masked, and return the file."""
+    target = Path(path)
+    if target.is_dir() and not target.is_symlink():
+        target = target / default_name
+    make_folder(target.parent)
+    return write_text(target, html)

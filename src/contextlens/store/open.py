@@ -1,0 +1,31 @@
+"""A run named on the command line: its folder, or its id in the run store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from contextlens.errors import InputError
+from contextlens.results import RESULTS_FILE, SUMMARY_FILE, EvalRun
+from contextlens.runner.folder import latest_run
+from contextlens.store.active import active_store
+from contextlens.store.runs import RunStore
+
+__all__ = ["open_run"]
+
+
+def open_run(ref: str | os.PathLike[str], store: RunStore | None = None) -> EvalRun:
+    """The run ``ref`` names: a run folder (``OUT/<run id>``, ``OUT/latest``), a folder of
+    runs (its newest completed run, as ``OUT/latest`` names it), or a run id or unique
+    prefix in ``store`` (default: the active store, else the default store file)."""
+    path = Path(ref)
+    if path.is_dir():
+        if (path / SUMMARY_FILE).is_file():
+            return EvalRun.from_folder(path)
+        newest = latest_run(path)
+        if newest is not None and (newest / SUMMARY_FILE).is_file():
+            return EvalRun.from_folder(newest)
+        if (path / RESULTS_FILE).exists():
+            raise InputError("this run has not completed: it has no summary.json", file=str(path))
+        raise InputError("neither a run folder nor a folder of runs", file=str(path))
+    return (store or active_store() or RunStore()).load(str(ref))
