@@ -40,7 +40,14 @@ from contextlens.metrics.base import (
     too_long,
 )
 from contextlens.metrics.registry import metric
-from contextlens.offline.support import SupportItem, score_support
+from contextlens.offline.language import is_english
+from contextlens.offline.routes import (
+    Route,
+    resolve_support_model,
+    support_route,
+    support_scorer,
+)
+from contextlens.offline.support import SupportItem
 from contextlens.schemas import Batch, Dataset, MetricResult
 from contextlens.stats import BayesianMode, StatisticalMode, resolve_weights
 
@@ -105,6 +112,12 @@ class ContextAwareness:
         max_embed_tokens: offline, the longest text embedded (characters / 4); an
             interaction with a longer reply, context, reference reply, observation or query
             fails with its size.
+        support_model: offline, the faithfulness model of English replies: ``"features"``
+            or ``"cross-encoder"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default
+            of :mod:`contextlens.offline.routes`). A session whose ``language`` is not
+            English, or whose replies do not read as English, is read with the
+            multilingual embedder when the ``multilingual`` extra is installed, and is
+            otherwise said to be read by an English-only scorer.
         name: the key of its results.
     """
 
@@ -118,8 +131,12 @@ class ContextAwareness:
         fence: Fence = DEFAULT_FENCE,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
+        support_model: str | None = None,
         name: str = "context",
     ) -> None:
+        if support_model is not None:
+            resolve_support_model(support_model)  # an unknown name is refused here
+        self.support_model = support_model
         self.statistical_mode = statistical_mode or BayesianMode()
         self.judge = judge
         self.fence = fence
@@ -133,8 +150,9 @@ class ContextAwareness:
     async def score(self, case: Dataset, services: Services) -> MetricResult:
         """Score every interaction of the session ``case`` and aggregate them."""
         weights = resolve_weights([b.weight for b in case.conversation], label=case.session_id)
+        extra: dict[str, Any] = {}
         if services.judge is None:
-            found = await self._offline(case, services)
+            found, extra = await self._offline(case, services)
         else:
             found = list(
                 await asyncio.gather(*(self._judged(case, b, services) for b in case.conversation))
@@ -143,7 +161,7 @@ class ContextAwareness:
             Interaction(i.qa_id, i.score, i.reason, i.error, float(w))
             for i, w in zip(found, weights, strict=True)
         ]
-        return self._aggregate(case, interactions, services)
+        return self._aggregate(case, interactions, services, extra)
 
     async def _judged(self, session: Dataset, batch: Batch, services: Services) -> Interaction:
         assert services.judge is not None
@@ -159,7 +177,10 @@ class ContextAwareness:
         out = verdict.output
         return Interaction(batch.qa_id, out.score, out.reason)
 
-    async def _offline(self, session: Dataset, services: Services) -> list[Interaction]:
+    async def _offline(
+        self, session: Dataset, services: Services
+    ) -> tuple[list[Interaction], dict[str, Any]]:
+        """Each interaction scored offline, and what the session's details say of the reader."""
         shared = too_long([("the context", session.context)], self.max_embed_tokens)
         refused = [
             shared
@@ -174,27 +195,51 @@ class ContextAwareness:
             )
             for b in session.conversation
         ]
-        items = [
-            SupportItem(
-                b.assistant,
-                [session.context, b.ground_truth_assistant, b.observation or ""],
-                question=b.query,
+        model = resolve_support_model(self.support_model)
+        routes: list[Route | None] = [
+            None
+            if why is not None
+            else support_route(
+                is_english([b.assistant, session.context], session.language), model, self.name
             )
             for b, why in zip(session.conversation, refused, strict=True)
-            if why is None
         ]
-        results = iter(await score_support(items, services.embedder) if items else [])
+        scored: dict[int, tuple[float, str]] = {}
+        for route in dict.fromkeys(r for r in routes if r is not None):
+            idx = [i for i, r in enumerate(routes) if r == route]
+            items = [
+                SupportItem(
+                    b.assistant,
+                    [session.context, b.ground_truth_assistant, b.observation or ""],
+                    question=b.query,
+                )
+                for b in (session.conversation[i] for i in idx)
+            ]
+            results = await support_scorer(route, services.embedder)(items)
+            for i, r in zip(idx, results, strict=True):
+                reason = r.reason if route.note is None else f"{r.reason} ({route.note})"
+                scored[i] = (round(r.score, 6), reason)
         found: list[Interaction] = []
-        for b, why in zip(session.conversation, refused, strict=True):
+        for i, (b, why) in enumerate(zip(session.conversation, refused, strict=True)):
             if why is not None:
                 found.append(Interaction(b.qa_id, None, error=why))
                 continue
-            r = next(results)
-            found.append(Interaction(b.qa_id, round(r.score, 6), r.reason))
-        return found
+            score, reason = scored[i]
+            found.append(Interaction(b.qa_id, score, reason))
+        used = [r for r in dict.fromkeys(routes) if r is not None]
+        extra: dict[str, Any] = {}
+        if used:
+            extra = {k: v for r in used for k, v in r.details.items()}
+            if len({r.reader for r in used}) > 1:
+                extra["offline_model"] = ", ".join(r.reader for r in used)
+        return found, extra
 
     def _aggregate(
-        self, session: Dataset, interactions: Sequence[Interaction], services: Services
+        self,
+        session: Dataset,
+        interactions: Sequence[Interaction],
+        services: Services,
+        extra: dict[str, Any],
     ) -> MetricResult:
         scored = [i for i in interactions if i.error is None and i.score is not None]
         failed = [i for i in interactions if i.error is not None or i.score is None]
@@ -211,6 +256,7 @@ class ContextAwareness:
             "ci_low": estimate.ci_low,
             "ci_high": estimate.ci_high,
             "interactions": [_interaction_details(i) for i in interactions],
+            **extra,
         }
         if not scored:
             first = failed[0].error if failed else "the session has no interactions"

@@ -41,7 +41,9 @@ from contextlens.metrics.base import (
     too_long,
 )
 from contextlens.metrics.registry import metric
+from contextlens.offline.language import is_english
 from contextlens.offline.precision import PrecisionItem, score_precision
+from contextlens.offline.routes import resolve_support_model, support_route, support_scorer
 from contextlens.schemas import MetricResult, ModelTestCase
 
 log = logging.getLogger("contextlens.context_precision")
@@ -266,6 +268,11 @@ class ContextPrecisionScorer:
             not split).
         max_embed_tokens: offline, the longest text embedded (characters / 4); a case with
             a longer output, expected output or context chunk fails with its size.
+        support_model: offline, the faithfulness model of English cases: ``"features"`` or
+            ``"cross-encoder"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
+            :mod:`contextlens.offline.routes`). A case that does not read as English is read
+            with the multilingual embedder when the ``multilingual`` extra is installed, and
+            is otherwise said to be read by an English-only scorer.
         name: the key of its results.
 
     A :class:`~contextlens.schemas.ModelTestCase` is read as ``actual_output`` -> output,
@@ -282,8 +289,12 @@ class ContextPrecisionScorer:
         few_shot_examples: Sequence[Mapping[str, Any] | BaseModel] | None = None,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
+        support_model: str | None = None,
         name: str = "context_precision",
     ) -> None:
+        if support_model is not None:
+            resolve_support_model(support_model)  # an unknown name is refused here
+        self.support_model = support_model
         self.judge = judge
         self.name = name
         self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
@@ -354,13 +365,19 @@ class ContextPrecisionScorer:
         if too_big is not None:
             details = {"judge": "offline", "max_embed_tokens": self.max_embed_tokens}
             return MetricResult(metric=self.name, score=None, error=too_big, details=details)
+        english = is_english([case.output, case.expected_output, "\n".join(case.context)])
+        route = support_route(english, resolve_support_model(self.support_model), self.name)
         [estimate] = await score_precision(
             [PrecisionItem(case.output, case.expected_output, case.context, case.input)],
             services.embedder,
+            support_scorer(route, services.embedder),
         )
-        details: dict[str, Any] = {"judge": "offline", "components": estimate.components}
+        details: dict[str, Any] = {
+            "judge": "offline",
+            "components": estimate.components,
+            **route.details,
+        }
         if estimate.error is not None:
             return MetricResult(metric=self.name, score=None, error=estimate.error, details=details)
-        return MetricResult(
-            metric=self.name, score=estimate.score, reason=estimate.reason, details=details
-        )
+        reason = estimate.reason if route.note is None else f"{estimate.reason} ({route.note})"
+        return MetricResult(metric=self.name, score=estimate.score, reason=reason, details=details)

@@ -19,8 +19,12 @@ object with ``generate_verdicts(input, context)`` and optionally ``generate_reas
 irrelevancies, relevant_statements, score)``), an object with ``system`` / ``user`` strings,
 or a callable. The reply format is always appended, so the reply can still be validated.
 
-Without a judge the offline estimate of :mod:`contextlens.offline.relevance` judges each
-sentence of each chunk, read in its chunk. It has no prompt: a given template is reported as
+Without a judge the offline estimate of :mod:`contextlens.offline.relevance` gives each chunk
+a probability of bearing on the input, and the score is the expected share of relevant
+statements: the sum over chunks of probability times statements, over all statements (strict
+mode reads the verdicts). The yes/no verdict of each sentence, read in its chunk, shares the
+chunk's probability out over its sentences (most similar first) and is for display. It has
+no prompt: a given template is reported as
 unused (a warning and ``details["template"]``). An input or a chunk over ``max_embed_tokens``
 fails the case with its size; nothing is embedded.
 
@@ -65,7 +69,9 @@ from contextlens.metrics.base import (
     too_long,
 )
 from contextlens.metrics.registry import metric
-from contextlens.offline.relevance import RelevanceItem, StatementRelevance, score_relevance
+from contextlens.offline.language import is_english
+from contextlens.offline.relevance import RelevanceItem, StatementRelevance
+from contextlens.offline.routes import relevance_route, score_relevance_routed
 from contextlens.offline.text import sentences
 from contextlens.schemas import MetricResult, ModelTestCase
 
@@ -382,14 +388,24 @@ class ContextualRelevancyScorer:
         return await self._judged(case.input, chunks, services)
 
     def _result(
-        self, verdicts: list[Verdict], explanation: str | None, extra: dict[str, Any]
+        self,
+        verdicts: list[Verdict],
+        explanation: str | None,
+        extra: dict[str, Any],
+        expected: float | None = None,
     ) -> MetricResult:
+        """The result from the verdicts; ``expected`` (offline): the expected number of
+        relevant statements, from the chunk probabilities, which the score carries."""
         relevant = sum(v["verdict"] == "yes" for v in verdicts)
         total = len(verdicts)
         score = self._score(relevant, total)
+        if expected is not None and total and not self.strict_mode:
+            score = min(1.0, max(0.0, expected / total))
         reason = None
         if self.include_reason:
             reason = explanation if not total else _counts(relevant, total)
+            if expected is not None and total:
+                reason += f" Expected share of relevant statements: {score:.2f}."
             if total and explanation:
                 reason += " " + explanation
         details = {"verdicts": verdicts, "relevant": relevant, "statements": total, **extra}
@@ -423,7 +439,10 @@ class ContextualRelevancyScorer:
                 details={"method": "offline", "max_embed_tokens": self.max_embed_tokens},
             )
         texts = [t for _, t in chunks]
-        [found] = await score_relevance([RelevanceItem(input_text, texts)], services.embedder)
+        route = relevance_route(is_english([input_text, "\n".join(texts)]), self.name)
+        [found] = await score_relevance_routed(
+            [RelevanceItem(input_text, texts)], services.embedder, route
+        )
         verdicts = [
             {
                 "chunk": chunks[s.chunk][0],
@@ -437,6 +456,7 @@ class ContextualRelevancyScorer:
         ]
         extra: dict[str, Any] = {
             "method": "offline",
+            **route.details,
             "chunk_relevance": [
                 {"chunk": chunks[i][0], "relevance": round(r, 4)}
                 for i, r in enumerate(found.chunk_relevance)
@@ -450,7 +470,11 @@ class ContextualRelevancyScorer:
                 UserWarning,
                 stacklevel=2,
             )
-        return self._result(verdicts, _offline_explanation(found.statements), extra)
+        extra["expected_relevant"] = round(found.expected_relevant, 4)
+        explanation = _offline_explanation(found.statements)
+        if route.note is not None:
+            explanation += f" ({route.note})"
+        return self._result(verdicts, explanation, extra, found.expected_relevant)
 
     # --- judge ----------------------------------------------------------------------------
 
@@ -631,8 +655,9 @@ def _chunks(case: ModelTestCase) -> list[Chunk]:
 
 def _offline_explanation(statements: Sequence[StatementRelevance]) -> str:
     text = (
-        "(Offline estimate: each chunk's probability of answering the input, from embedding "
-        "similarity and the input's terms, shared out over its statements.)"
+        "(Offline estimate: each chunk's probability of bearing on the input, from embedding "
+        "similarity, weighted by its statements; the verdicts share it out, most similar "
+        "statements first.)"
     )
     weakest = min(statements, key=lambda s: s.relevance)
     if weakest.verdict == "no":

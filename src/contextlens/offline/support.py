@@ -19,7 +19,9 @@ carry from one source to another (held-out expected calibration error up to 0.31
 context scores about 0.9; a correct reply in its own words often lands between 0.4 and 0.8.
 
 Questions back to the user ("Anything else I can help with?") and bare acknowledgements
-("Yes.") make no claim and are left out unless the reply has nothing else. The reply is
+("Yes.") make no claim and are left out unless the reply has nothing else; so are citation
+markers ("[2]", "(source: doc 3)") and source lists ("Sources: ...", see
+:mod:`contextlens.offline.citations`). The reply is
 scored from the features of all its claims (the weakest claim's similarity, the most
 invented names, ...); each claim is also scored on its own, and the reason names the
 least supported one and what is wrong with it (numbers or names not in the context, a
@@ -44,6 +46,7 @@ from functools import lru_cache
 import numpy as np
 
 from contextlens.embeddings.base import Embedder, TextVectors, embed_distinct
+from contextlens.offline.citations import strip_citations
 from contextlens.offline.features import (
     CANDIDATES,
     CLAIM_COLUMNS,
@@ -65,8 +68,6 @@ _SEMICOLON = re.compile(r";\s+")
 MODEL_NAME = "support"
 #: Weight of the weakest claim when callers combine claim supports (mean pulled to the min).
 MIN_WEIGHT = 0.5
-#: The model's inputs among the extractor's columns.
-_INPUTS = [CANDIDATES.index(f) for f in FEATURES]
 #: Claim-to-evidence similarities computed at once by :func:`align` (16 MB of float32).
 ALIGN_BLOCK = 1 << 22
 
@@ -128,7 +129,7 @@ def _claims(reply: str) -> list[str]:
 
 @lru_cache(maxsize=4096)
 def _claim_tuple(reply: str) -> tuple[str, ...]:
-    found = [c for s in sentences(reply) for c in _clauses(s)]
+    found = [c for s in sentences(strip_citations(reply) or reply) for c in _clauses(s)]
     statements = [s for s in found if not is_question(s) and (facts(s).words or numbers(s))]
     return tuple(statements or found)
 
@@ -155,7 +156,9 @@ def clear_caches() -> None:
     facts.cache_clear()
 
 
-def _split(items: Sequence[SupportItem]) -> tuple[list[list[str]], list[_Evidence]]:
+def evidence_and_claims(
+    items: Sequence[SupportItem],
+) -> tuple[list[list[str]], list[_Evidence]]:
     """The claims of each reply and the sentences of each item's evidence (memoised)."""
     with gc_paused():
         return [_claims(i.reply) for i in items], [_evidence(tuple(i.evidence)) for i in items]
@@ -169,12 +172,12 @@ def _texts(claim_lists: list[list[str]], evidences: list[_Evidence]) -> Iterator
 def support_texts(items: Sequence[SupportItem]) -> list[str]:
     """Every distinct text that :func:`score_support` embeds for ``items``: the claims and
     the evidence sentences."""
-    return list(dict.fromkeys(_texts(*_split(items))))
+    return list(dict.fromkeys(_texts(*evidence_and_claims(items))))
 
 
 async def support_features(items: Sequence[SupportItem], embedder: Embedder) -> list[ItemFeatures]:
     """Claims, per-claim rows and the reply feature row of each item (one embedding call)."""
-    claim_lists, evidences = _split(items)
+    claim_lists, evidences = evidence_and_claims(items)
     vectors = await embed_distinct(embedder, _texts(claim_lists, evidences))
     with gc_paused():
         return _features(items, claim_lists, evidences, vectors)
@@ -247,7 +250,8 @@ def _features(
     return out
 
 
-def _reason(claims: Sequence[ClaimSupport]) -> str:
+def reason_for(claims: Sequence[ClaimSupport]) -> str:
+    """The reason of a reply's support: claims supported, and the least supported one."""
     supported = sum(c.support >= 0.5 for c in claims)
     weakest = min(claims, key=lambda c: c.support)
     text = f"{supported} of {len(claims)} claim(s) supported by the context (offline estimate)."
@@ -274,17 +278,24 @@ async def score_support(
 ) -> list[SupportResult]:
     """Support of each item's reply by its evidence; every distinct text is embedded once.
 
-    ``model`` defaults to the bundled ``support`` model; its features must be
-    :data:`contextlens.offline.features.FEATURES`.
+    ``model`` defaults to the bundled ``support`` model (whose features are
+    :data:`contextlens.offline.features.FEATURES`); any model over the extractor's
+    :data:`~contextlens.offline.features.CANDIDATES` can score.
     """
-    model = (model or load_model(MODEL_NAME)).taking(FEATURES)
+    model = model or load_model(MODEL_NAME).taking(FEATURES)
+    if not set(model.features) <= set(CANDIDATES):
+        raise ValueError(
+            f"offline model {model.name!r} takes the features {model.features}; the support "
+            f"extractor computes {CANDIDATES}"
+        )
+    inputs = [CANDIDATES.index(f) for f in model.features]
     feats = await support_features(items, embedder)
     scored = [f for f in feats if f.reply is not None]
     reply_p = (
-        model.predict(np.stack([f.reply for f in scored])[:, _INPUTS]) if scored else np.zeros(0)
+        model.predict(np.stack([f.reply for f in scored])[:, inputs]) if scored else np.zeros(0)
     )
     claim_p = (
-        model.predict(np.concatenate([claim_features(f.rows) for f in scored])[:, _INPUTS])
+        model.predict(np.concatenate([claim_features(f.rows) for f in scored])[:, inputs])
         if scored
         else np.zeros(0)
     )
@@ -318,5 +329,5 @@ async def score_support(
         )
         score = float(reply_p[k])
         k += 1
-        results.append(SupportResult(score, claims, _reason(claims)))
+        results.append(SupportResult(score, claims, reason_for(claims)))
     return results
