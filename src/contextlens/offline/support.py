@@ -2,21 +2,16 @@
 
 What it is: a small logistic model (``offline/weights/support.json``) over cheap features of
 each reply sentence ("claim") against its evidence, see :mod:`contextlens.offline.features`:
-the share of the claim's word pairs found in the evidence (mean over claims), how close the
-weakest claim is to its closest evidence sentence (MiniLM cosine, or its quoted word pairs,
-whichever is larger), how many of its new words are noun-like, names and numbers found
-nowhere in the evidence, and a negation on one side only. ``benchmarks/select_support.py``
-chose these among 16 candidates on held-out sources and fitted it on people's judgements of
-dialogue replies (BEGIN), summaries (SummEdits, 8 domains), Wikipedia claims against the
-pages they cite (WiCE) and HaluEval QA, with edited replies (a changed number, negation,
-opposite word or name) as extra negatives. Scored on each of those 11 sources by a model
-fitted on the other 10, its AUROC is 0.54 (SummEdits science summaries) to 0.95 (HaluEval),
-0.94 on BEGIN and 0.80 on WiCE, ahead of a three-feature baseline (cosines and shared words)
-on every one. Every distinct sentence is embedded once; the text features are regular
-expressions and set arithmetic, memoised per text. The score ranks; its scale does not
-carry from one source to another (held-out expected calibration error up to 0.31), so
-``contextlens calibrate`` on your own labels sets the threshold. A reply that restates its
-context scores about 0.9; a correct reply in its own words often lands between 0.4 and 0.8.
+the mean cosine of the claims with their closest evidence sentences (MiniLM), the numbers
+found nowhere in the evidence, and the share of the reply's content words found in it.
+``benchmarks/select_support.py`` measured it leave-one-source-out on 9 sources (BEGIN dev
+dialogue replies, WiCE claims against the pages they cite, four AttributionBench sources of
+search-augmented answers, Factcheck-GPT claims, SummEdits summaries, HaluEval QA), deciding
+on the seven with natural errors judged by people, against a three-feature baseline (cosines
+and shared words); it is fitted on all 9. Every distinct sentence is embedded once; the text
+features are regular expressions and set arithmetic, memoised per text. The score ranks; its
+scale does not carry from one source to another, so ``contextlens calibrate`` on your own
+labels sets the threshold.
 
 Questions back to the user ("Anything else I can help with?") and bare acknowledgements
 ("Yes.") make no claim and are left out unless the reply has nothing else; so are citation
