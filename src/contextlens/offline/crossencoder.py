@@ -86,7 +86,12 @@ def _file_sha256(path: Path) -> str:
 def _shipped() -> tuple[Path, dict[str, Any]]:
     """The shipped model file and its card (``model.json``)."""
     folder = resources.files("contextlens.offline") / _ASSETS
-    card = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+    try:
+        card = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"the cross-encoder is not installed: no {_ASSETS}/model.json in contextlens.offline"
+        ) from None
     return Path(str(folder / "model.onnx")), card
 
 

@@ -72,11 +72,22 @@ class Route:
         return out
 
 
+def _multilingual(model: str) -> bool:
+    """Whether the multilingual embedder is installed and ``model`` ships for it."""
+    if multilingual_embedder() is None:
+        return False
+    try:
+        load_model(model)
+    except ValueError:
+        return False
+    return True
+
+
 def support_route(english: bool, model: SupportModel, metric: str) -> Route:
     """The reader of a faithfulness case."""
     if english:
         return Route(model)
-    if multilingual_embedder() is not None:
+    if _multilingual("support_multilingual"):
         return Route("multilingual", "not English: read with the multilingual embedder")
     warn_english_only(metric)
     return Route(model, ENGLISH_ONLY.format(metric=metric))
@@ -98,7 +109,7 @@ def relevance_route(english: bool, metric: str) -> Route:
     """The reader of a relevance case."""
     if english:
         return Route("relevance")
-    if multilingual_embedder() is not None:
+    if _multilingual("relevance_multilingual"):
         return Route("relevance-multilingual", "not English: read with the multilingual embedder")
     warn_english_only(metric)
     return Route("relevance", ENGLISH_ONLY.format(metric=metric))
