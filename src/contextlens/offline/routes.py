@@ -6,10 +6,10 @@
   ``"cross-encoder"`` (:mod:`contextlens.offline.support_ce`); relevance by the bundled
   relevance model.
 * Cases not in English (:mod:`contextlens.offline.language`): with the ``multilingual``
-  extra installed, the multilingual embedder (:mod:`contextlens.embeddings.multilingual`)
-  and the models fitted for it (``support_multilingual``, ``relevance_multilingual``), which
-  read embeddings and figures only; without it, the English reader, and the result says
-  that the offline scorer reads English only (and a warning says it once).
+  extra installed and the models fitted for it shipped (``support_multilingual``,
+  ``relevance_multilingual``, which read embeddings and figures only), the multilingual
+  embedder (:mod:`contextlens.embeddings.multilingual`); otherwise the English reader, and
+  the result says that the offline scorer reads English only (and a warning says it once).
 """
 
 from __future__ import annotations
