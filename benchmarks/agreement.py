@@ -26,7 +26,7 @@ times are honest.
 Under the table, for the offline faithfulness scorer (``context`` sets):
 
 * the held-out figures of the shipped support model, as recorded in its weights file by
-  ``benchmarks/select_support.py`` (each source scored by a model fitted on the other 10,
+  ``benchmarks/select_support.py`` (each source scored by a model fitted on the others,
   beside the three-feature baseline). The table above scores the shipped model, which *was*
   fitted on every set, so its rows are in-sample; use the held-out lines for claims.
 * a throughput line (``--throughput N`` items of the first context set, 0 to skip): seconds
@@ -129,7 +129,7 @@ def held_out_lines() -> list[str]:
     meta = load_model("support").meta
     out = [
         f"offline support model ({meta.get('fitted', '?')}, {meta.get('command', '?')}); "
-        "held-out figures, each source scored by a model fitted on the other 10:"
+        "held-out figures, each source scored by a model fitted on the others:"
     ]
     for name, r in meta.get("held_out", {}).items():
         out.append(
@@ -203,11 +203,10 @@ def relevance_held_out_line() -> str:
     meta = load_model("relevance").meta
     cv = meta.get("grouped_cv", {})
     return (
-        f"offline relevance model ({meta.get('fitted', '?')}): the TREC rows above are "
-        f"in-sample; {cv.get('folds', '?')}-fold cross-validation grouped by query (each "
-        f"query scored by a model fitted without it): AUROC {_f(cv.get('auroc_pooled'))} "
-        f"(within a query {_f(cv.get('within_query_auroc'))}), metric score AUROC "
-        f"{_f(cv.get('metric_auroc'))}"
+        f"offline relevance model ({meta.get('fitted', '?')}), fitted on {meta.get('data', '?')}"
+        f"; {cv.get('folds', '?')}-fold cross-validation on TREC DL 2020 grouped by query "
+        f"(each query scored by a model fitted without it): pooled AUROC "
+        f"{_f(cv.get('auroc_pooled'))} (within a query {_f(cv.get('within_query_auroc'))})"
     )
 
 

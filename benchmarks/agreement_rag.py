@@ -19,9 +19,9 @@ sample of ``--limit`` rows stratified by label (all rows when the set is smaller
   reference answer, so usefulness is judged for the input.
 
 The offline faithfulness and recall scores use the same support model as the ``context``
-metric, which was fitted on BEGIN, HaluEval QA and WiCE among others: those rows are
-in-sample (``benchmarks/select_support.py`` prints the held-out figures). A row with no
-question is given ``-`` as its input.
+metric, which was fitted on all 9 sources of ``_support_sources.py`` (these sets among
+them): those rows are in-sample (``benchmarks/select_support.py`` prints the held-out
+figures). A row with no question is given ``-`` as its input.
 """
 
 from __future__ import annotations

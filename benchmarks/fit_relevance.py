@@ -1,21 +1,19 @@
 """Fit the offline relevance model (``offline/weights/relevance.json``), chosen on held-out sources.
 
 Run: CONTEXTLENS_CACHE_DIR=/path/to/cache .venv/bin/python benchmarks/fit_relevance.py
-     [--data DIR] [--folds 5] [--repeats 3] [--hard 1.0] [--random 0.25] [--C 1.0]
-     [--seed 0] [--no-write]
+     [--data DIR] [--folds 5] [--repeats 3] [--C 1.0] [--seed 0] [--no-write]
 
 Target: whether a chunk *bears on* the input, DeepEval's contextual relevancy ("is this
 statement relevant to the input?"): text on the input's topic is relevant whether or not it
 states the answer; text about something else is not.
 
-Data: pairs of an input and one chunk, from two public sources in ``--data``:
+Data: pairs of an input and one chunk, from two public sources in ``--data``, both with
+negatives of the same query:
 
-* TREC DL 2019 passage judgements (``trec_dl19_passage.jsonl``, 43 queries): every judged
-  passage (grades 1 to 3; this copy has no grade 0) is relevant to its query (label 1).
-  Negatives (label 0) look judged too: passages judged for *other* queries that share at
-  least one of the query's terms (hard negatives, drawn at random among them, ``--hard``
-  times as many as the query's judged passages), and a few passages of other queries drawn
-  at random (``--random`` times as many).
+* TREC DL 2020 graded passage judgements (``trec_dl20_passage_graded.jsonl``, 54 queries):
+  every judged passage with its assessor's grade, label 1 = grade >= 1 (bears on the query),
+  0 = grade 0. The grade-0 passages were retrieved for the same query by the runs that were
+  judged, so they share its words: the hard negatives a retriever returns.
 * HaluEval QA (``halueval_qa.jsonl``, 1,000 questions): a question's own knowledge is
   relevant; the knowledge of the other question that shares most of its terms (weighted by
   rarity) is not. The labels come from how the pairs are built: a few of those "other"
@@ -23,43 +21,37 @@ Data: pairs of an input and one chunk, from two public sources in ``--data``:
 
 Held-out sources (each model is scored only on pairs it was not fitted on):
 
-* TREC by query: ``--folds`` folds of queries; a fold's model is fitted without the fold's
-  queries and without every pair that involves them (as the query, or as the source of a
-  negative passage), on the other TREC queries and all of HaluEval.
+* TREC by query: ``--folds`` folds of queries; a fold's model is fitted on the other TREC
+  queries and all of HaluEval.
 * HaluEval, from a model fitted on TREC alone; and TREC, from a model fitted on HaluEval
   alone.
 
-Baseline: the raw cosine of input and chunk (the bundled embedder). Its AUROC is that of the
-raw cosine; its ECE is that of a logistic on the cosine alone, fitted on the same training
-pairs as the model, so that both are probabilities.
+Measure: AUROC pooled over every pair of the held-out source (a score's level must mean the
+same from one query to the next, as a threshold does), beside the raw cosine of input and
+chunk (the bundled embedder). ECE: the model's probabilities, and the cosine's through a
+logistic fitted on the same training pairs.
 
 Selection: every set of the extractor's candidate features
 (:data:`contextlens.offline.relevance.CANDIDATES`) that contains the cosine, scored on
-``--repeats`` draws of the negatives and of the query folds (seeds ``--seed``, ``--seed`` +
-1, ...). A set is eligible when its AUROC is above the raw cosine's on every held-out source
-in every draw. The chosen set has the fewest features among the eligible sets whose
-worst-source ECE (over sources and draws) is within ``ECE_TOLERANCE`` of the lowest: the AUROC
-gains over the cosine are a few thousandths for every eligible set, while how well the
-probabilities carry from one source to the other (the metric's verdict is the probability at
-0.5) differs twofold, and a feature that only fits one source is left out.
+``--repeats`` draws of the query folds and of HaluEval's tied negatives (seeds ``--seed``,
+``--seed`` + 1, ...). A set is eligible when its pooled AUROC is above the raw cosine's on
+every held-out source in every draw; the chosen set has the largest worst-source gain. When
+no set is eligible, the cosine ships: a logistic on the cosine alone, whose ranking is the
+cosine's.
 
 The table of the chosen set (the first draw, on which the shipped model is fitted) gives per
 held-out source: the AUROC of the cosine and of the model, the gain with a 95 % interval
 (queries, or HaluEval questions, resampled) and its range over the draws; the ECE of both;
-the AUROC and ECE of the metric's score for the one-chunk item (the share of "yes"
-statements); and the error of the metric's score on retrieval contexts of several chunks (up
-to 4 pairs of one query, the truth being the share of their statements that are in relevant
-chunks, which counts every statement of a relevant chunk as relevant): mean absolute error,
-cosine beside model.
+and the error of the metric's score on retrieval contexts of several chunks (up to 4 pairs of
+one query, the truth being the share of their statements that are in relevant chunks, which
+counts every statement of a relevant chunk as relevant; the score being the expected share
+of relevant statements): mean absolute error, cosine beside model.
 
 Features come from the library's own extractor
 (:func:`contextlens.offline.relevance.chunk_features`) over the bundled embedder, through the
-persistent embedding cache (set ``CONTEXTLENS_CACHE_DIR``; the first run embeds ~20k texts,
-several minutes on 2 cores). The shipped model is then fitted on every pair of the first
-draw, both sources, and the held-out table recorded in the weights file's ``meta``.
-
-Not a candidate any more: the answer cue (whether the best sentence has what the question word
-asks for), made for a target this model no longer has (does the passage *answer* the query).
+persistent embedding cache (set ``CONTEXTLENS_CACHE_DIR``). The shipped model is then
+fitted on every pair of the first draw, both sources, and the held-out table recorded in the
+weights file's ``meta``.
 """
 
 from __future__ import annotations
@@ -68,7 +60,6 @@ import argparse
 import asyncio
 import datetime as dt
 import itertools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +67,7 @@ from typing import Any
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from contextlens.calibration import auroc, expected_calibration_error
+from contextlens.calibration import auroc, expected_calibration_error, read_labelled
 from contextlens.embeddings.base import embed_distinct
 from contextlens.embeddings.cached import CachedEmbedder
 from contextlens.embeddings.minilm import default_embedder
@@ -96,8 +87,6 @@ from contextlens.offline.relevance import (
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "src/contextlens/offline/weights/relevance.json"
 COSINE = ("similarity",)
-#: Sets whose worst held-out ECE is within this of the lowest count as equally calibrated.
-ECE_TOLERANCE = 0.01
 #: Bootstrap replicates of the AUROC gain over the cosine.
 BOOTSTRAP = 200
 #: Chunks per retrieval context in the share check.
@@ -105,8 +94,8 @@ CONTEXT_SIZE = 4
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    """The rows of a labelled file, as ``calibrate`` reads them."""
+    return [row.fields for row in read_labelled(path)]
 
 
 @dataclass
@@ -135,26 +124,11 @@ def shared_weight(question: str, terms: frozenset[str]) -> float:
     )
 
 
-def trec_pairs(
-    pairs: Pairs, rows: list[dict[str, Any]], hard: float, rand: float, seed: int
-) -> None:
-    """Every judged passage relevant to its query; hard and random other-query negatives."""
-    rng = np.random.default_rng(seed)
-    text = {r["meta"]["query_id"]: r["question"] for r in rows}
-    qid = [r["meta"]["query_id"] for r in rows]
-    passage = [r["contexts"][0] for r in rows]
-    terms = [term_set(p)[0] for p in passage]
-    for r, q, p in zip(rows, qid, passage, strict=True):
-        pairs.add(r["question"], p, 1, "trec", q, q)
-    for q in sorted(text):
-        judged = qid.count(q)
-        others = [i for i, k in enumerate(qid) if k != q]
-        sharing = [i for i in others if shared_weight(text[q], terms[i]) > 0]
-        picked = rng.choice(sharing, size=min(round(hard * judged), len(sharing)), replace=False)
-        rest = sorted(set(others) - set(picked.tolist()))
-        randoms = rng.choice(rest, size=min(max(1, round(rand * judged)), len(rest)), replace=False)
-        for i in [*picked.tolist(), *randoms.tolist()]:
-            pairs.add(text[q], passage[i], 0, "trec", q, qid[i])
+def trec_pairs(pairs: Pairs, rows: list[dict[str, Any]]) -> None:
+    """Every judged passage with its label: grade >= 1 relevant, grade 0 not."""
+    for r in rows:
+        q = str(r["meta"]["query_id"])
+        pairs.add(r["question"], r["contexts"][0], int(r["label"]), "trec", q, q)
 
 
 def halueval_pairs(pairs: Pairs, rows: list[dict[str, Any]], seed: int) -> None:
@@ -236,16 +210,6 @@ def held_out(x: np.ndarray, y: np.ndarray, split: Split, c: float) -> np.ndarray
     return p
 
 
-def metric_scores(p: np.ndarray, similarities: list[np.ndarray]) -> np.ndarray:
-    """The metric's score of each one-chunk item: its share of "yes" statements."""
-    return np.array(
-        [
-            float(np.mean(statement_relevance(pi, sims) >= THRESHOLD))
-            for pi, sims in zip(p, similarities, strict=True)
-        ]
-    )
-
-
 def contexts(query: np.ndarray, rows: np.ndarray, seed: int) -> list[np.ndarray]:
     """Retrieval contexts of up to :data:`CONTEXT_SIZE` pairs of one query, each pair once."""
     rng = np.random.default_rng(seed)
@@ -257,16 +221,24 @@ def contexts(query: np.ndarray, rows: np.ndarray, seed: int) -> list[np.ndarray]
 
 
 def share_error(
-    p: np.ndarray, y: np.ndarray, similarities: list[np.ndarray], groups: list[np.ndarray]
+    p: np.ndarray,
+    y: np.ndarray,
+    similarities: list[np.ndarray],
+    groups: list[np.ndarray],
+    verdicts: bool = False,
 ) -> float:
     """Mean absolute error of the metric's score on the contexts ``groups`` against the share
-    of their statements that are in relevant chunks."""
+    of their statements that are in relevant chunks; the score is the expected share of
+    relevant statements, or with ``verdicts`` the share of "yes" verdicts."""
     errors = []
     for rows in groups:
         n = np.array([len(similarities[i]) for i in rows])
-        yes = sum(
-            int((statement_relevance(p[i], similarities[i]) >= THRESHOLD).sum()) for i in rows
-        )
+        if verdicts:
+            yes = sum(
+                int((statement_relevance(p[i], similarities[i]) >= THRESHOLD).sum()) for i in rows
+            )
+        else:
+            yes = float((n * p[rows]).sum())
         errors.append(abs(yes / n.sum() - float((n * y[rows]).sum()) / n.sum()))
     return float(np.mean(errors))
 
@@ -324,7 +296,7 @@ def draw(
     trec: list[dict[str, Any]], halu: list[dict[str, Any]], args: argparse.Namespace, seed: int
 ) -> Repeat:
     pairs = Pairs([], [], [], [], [])
-    trec_pairs(pairs, trec, args.hard, args.random, seed)
+    trec_pairs(pairs, trec)
     halueval_pairs(pairs, halu, seed)
     return Repeat(
         seed,
@@ -373,14 +345,12 @@ def candidate(names: tuple[str, ...], repeats: list[Repeat], c: float) -> Candid
 
 
 def select(candidates: list[Candidate]) -> Candidate | None:
-    """The eligible set with the fewest features within :data:`ECE_TOLERANCE` of the lowest
-    worst-source ECE (then the lower ECE); None when no set is eligible."""
+    """The eligible set with the largest worst-source AUROC gain over the cosine (then fewer
+    features); None when no set is eligible."""
     eligible = [c for c in candidates if c.eligible]
     if not eligible:
         return None
-    lowest = min(c.worst_ece for c in eligible)
-    close = [c for c in eligible if c.worst_ece <= lowest + ECE_TOLERANCE]
-    return min(close, key=lambda c: (len(c.names), c.worst_ece))
+    return max(eligible, key=lambda c: (float(c.gains.min()), -len(c.names)))
 
 
 def report(
@@ -394,7 +364,6 @@ def report(
     lines: list[tuple[str, ...]] = []
     for k, (split, p, pb) in enumerate(zip(rep.held, model_p, base_p, strict=True)):
         test = split.test
-        share = metric_scores(p[test], [sims[i] for i in np.flatnonzero(test)])
         groups = contexts(query, test, rep.seed)
         low, high = gain_interval(p[test], rep.cosine[test], y[test], query[test], rep.seed)
         r = {
@@ -410,11 +379,10 @@ def report(
             ],
             "cosine_ece": expected_calibration_error(pb[test], y[test]),
             "ece": expected_calibration_error(p[test], y[test]),
-            "metric_auroc": auroc(share, y[test]),
-            "metric_ece": expected_calibration_error(share, y[test]),
             "contexts": len(groups),
             "cosine_share_error": share_error(pb, y, sims, groups),
             "share_error": share_error(p, y, sims, groups),
+            "verdict_share_error": share_error(p, y, sims, groups, verdicts=True),
         }
         table[split.name] = {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
         lines.append(
@@ -428,10 +396,9 @@ def report(
                 f"{gains[:, k].min():+.4f} to {gains[:, k].max():+.4f}",
                 f"{r['cosine_ece']:.3f}",
                 f"{r['ece']:.3f}",
-                f"{r['metric_auroc']:.3f}",
-                f"{r['metric_ece']:.3f}",
                 f"{r['cosine_share_error']:.3f}",
                 f"{r['share_error']:.3f}",
+                f"{r['verdict_share_error']:.3f}",
             )
         )
     first = rep.held[0].test
@@ -443,15 +410,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("/work/shared/data"))
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=3, help="draws of negatives and folds")
-    parser.add_argument("--hard", type=float, default=1.0, help="hard negatives per judged")
-    parser.add_argument("--random", type=float, default=0.25, help="random negatives per judged")
+    parser.add_argument("--repeats", type=int, default=3, help="draws of folds and ties")
     parser.add_argument("--C", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
-    trec = load(args.data / "trec_dl19_passage.jsonl")
+    trec = load(args.data / "trec_dl20_passage_graded.jsonl")
     halu = load(args.data / "halueval_qa.jsonl")
     repeats = [draw(trec, halu, args, args.seed + r) for r in range(args.repeats)]
     first = repeats[0]
@@ -462,8 +427,9 @@ def main() -> None:
         for s in ("trec", "halueval")
     }
     print(
-        f"pairs: TREC {counts['trec']} ({len(set(first.query[source == 'trec']))} queries), "
-        f"HaluEval {counts['halueval']}; {args.repeats} draws of the negatives and folds "
+        f"pairs: TREC DL 2020 {counts['trec']} ({len(set(first.query[source == 'trec']))} "
+        f"queries; the 0s are grade-0 passages of the same query), HaluEval {counts['halueval']}; "
+        f"{args.repeats} draws of the folds and of HaluEval's tied negatives "
         f"(seeds {args.seed}..{args.seed + args.repeats - 1}); C={args.C}"
     )
 
@@ -475,9 +441,9 @@ def main() -> None:
     ]
     best = select(candidates)
     print(
-        "\nselection over the sets of candidate features with the cosine: eligible = AUROC "
-        "above the raw cosine's on every held-out source in every draw; chosen (*) = fewest "
-        f"features within {ECE_TOLERANCE} of the lowest worst-source ECE. Worst over the draws:"
+        "\nselection over the sets of candidate features with the cosine: eligible = pooled "
+        "AUROC above the raw cosine's on every held-out source in every draw; chosen (*) = the "
+        "largest worst-source gain. Worst over the draws:"
     )
     short = ("TREC q", "HaluEval", "TREC")
     _table(
@@ -494,15 +460,18 @@ def main() -> None:
                 *(f"{e:.3f}" for e in c.eces.max(axis=0)),
                 "yes" if c.eligible else "no",
             )
-            for c in sorted(candidates, key=lambda c: (not c.eligible, c.worst_ece, len(c.names)))
+            for c in sorted(candidates, key=lambda c: (not c.eligible, -float(c.gains.min())))
         ],
     )
     if best is None:
-        raise SystemExit("no feature set beats the raw cosine on every held-out source")
-    chosen = best.names
+        print("no feature set beats the raw cosine on every held-out source: the cosine ships")
+        chosen = COSINE
+        gains = next(c for c in candidates if c.names == COSINE).gains
+    else:
+        chosen, gains = best.names, best.gains
 
-    table, lines, within = report(first, chosen, args.C, best.gains)
-    print(f"\nheld-out table of the chosen features ({', '.join(chosen)}), draw {first.seed}:")
+    table, lines, within = report(first, chosen, args.C, gains)
+    print(f"\nheld-out table of the shipped features ({', '.join(chosen)}), draw {first.seed}:")
     _table(
         (
             "held-out source",
@@ -514,20 +483,20 @@ def main() -> None:
             "gain, all draws",
             "ECE cosine",
             "ECE model",
-            "metric AUROC",
-            "metric ECE",
             "share error cosine",
             "share error model",
+            "share error, yes verdicts",
         ),
         lines,
     )
     print(
         f"within a TREC query (its judged passages against its negatives): AUROC {within:.3f}. "
         "Interval: queries (questions) resampled, 200 times. ECE cosine: a logistic on the "
-        "cosine fitted on the same pairs. metric = the share of 'yes' statements of the "
-        "one-chunk item; share error = mean absolute error of the metric's score on contexts "
-        f"of up to {CONTEXT_SIZE} pairs of one query against the share of their statements in "
-        "relevant chunks."
+        "cosine fitted on the same pairs. The metric's score of a one-chunk item is the "
+        "model's probability; share error = mean absolute error of the metric's score (the "
+        f"expected share of relevant statements) on contexts of up to {CONTEXT_SIZE} pairs of "
+        "one query against the share of their statements in relevant chunks; 'yes verdicts': "
+        "the share of statements whose verdict is yes instead."
     )
 
     model = fit(first.feats.columns(chosen), first.y, args.C, chosen)
@@ -539,6 +508,8 @@ def main() -> None:
         print(f"note: contextlens.offline.relevance.FEATURES is {FEATURES}; set it to {chosen}")
     if args.no_write:
         return
+    if chosen != FEATURES:
+        raise SystemExit("not written: set contextlens.offline.relevance.FEATURES first")
     by_query = first.held[0].name
     model = LogisticModel(
         name=model.name,
@@ -550,23 +521,22 @@ def main() -> None:
         meta={
             "what": "P(a chunk bears on the input: on its topic, whether or not it states "
             "the answer); see contextlens.offline.relevance",
-            "data": f"TREC DL 2019 passages: {counts['trec']}; HaluEval QA: {counts['halueval']}",
+            "data": f"TREC DL 2020 graded passages (grade >= 1 against grade 0 of the same "
+            f"query): {counts['trec']}; HaluEval QA: {counts['halueval']}",
             "fitted": dt.date.today().isoformat(),
             "command": "benchmarks/fit_relevance.py "
-            f"--folds {args.folds} --repeats {args.repeats} --hard {args.hard} "
-            f"--random {args.random} --C {args.C} --seed {args.seed}",
+            f"--folds {args.folds} --repeats {args.repeats} --C {args.C} --seed {args.seed}",
             "selection": {
                 "candidates": list(CANDIDATES),
                 "chosen": list(chosen),
-                "rule": "AUROC above the raw cosine's on every held-out source in every "
-                f"draw; fewest features within {ECE_TOLERANCE} of the lowest worst-source ECE",
+                "rule": "pooled AUROC above the raw cosine's on every held-out source in every "
+                "draw, the largest worst-source gain; the cosine alone when no set is",
             },
             "held_out": table,
             "grouped_cv": {
                 "folds": args.folds,
                 "auroc_pooled": table[by_query]["auroc"],
                 "within_query_auroc": round(within, 4),
-                "metric_auroc": table[by_query]["metric_auroc"],
             },
         },
     )

@@ -380,3 +380,17 @@ def test_the_same_scorer_serves_many_concurrent_score_calls():
     results = asyncio.run(run_all())
     assert [r.score for r in results] == [(i % 3) / 2 for i in range(30)]
     assert judge.calls == 30 and vars(scorer) == before  # score left the scorer untouched
+
+
+def test_a_name_with_an_initial_is_one_statement_for_the_judge_and_offline():
+    from contextlens.embeddings.minilm import default_embedder
+    from contextlens.offline.relevance import RelevanceItem, score_relevance
+    from support.relevancy import statements
+
+    chunk = "Justice William O. Douglas wrote the opinion. It was issued in 1944."
+    numbered = [
+        text for _, _, text in statements(relevancy_messages("Who?", [chunk])[-1]["content"])
+    ]
+    assert numbered == ["Justice William O. Douglas wrote the opinion.", "It was issued in 1944."]
+    [offline] = asyncio.run(score_relevance([RelevanceItem("Who?", [chunk])], default_embedder()))
+    assert [s.statement for s in offline.statements] == numbered

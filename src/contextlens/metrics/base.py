@@ -18,7 +18,7 @@ from contextlens.backend import Message
 from contextlens.errors import JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judge
 from contextlens.judges.parsing import format_instructions
-from contextlens.schemas import MetricResult
+from contextlens.schemas import MetricDetails, MetricResult
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -29,6 +29,16 @@ C = TypeVar("C", contravariant=True)
 
 #: The pass mark of a metric that has no threshold of its own (scores are probabilities).
 DEFAULT_PASS = 0.5
+
+
+class ReaderDetails(MetricDetails):
+    """The details of a metric with an offline reader: offline, which one scored
+    (``offline_model``, ``offline_model_is``) and, for a case not in English, what that
+    meant (``language``; see :mod:`contextlens.offline.routes`)."""
+
+    offline_model: str | None = None
+    offline_model_is: str | None = None
+    language: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ reason starts with those counts, so score and reason cannot disagree. A case who
 over ``max_prompt_tokens`` fails with its size and is not sent: a claim is judged against all
 chunks at once, so the chunks are not split over calls.
 
-Without a judge, the support model of the ``Context`` metric
-(:func:`contextlens.offline.support.score_support`) gives each claim (each sentence of the
-text) its probability of being supported by the chunks; the score is the mean of those
-probabilities, the expected share of supported claims, and a claim's verdict is "yes" from
-0.5. The closest chunk of a claim is the one holding the sentence most similar to it
-(MiniLM cosine).
+Without a judge, the support model of the ``Context`` metric (``support_model``: the
+features model of :func:`contextlens.offline.support.score_support` or the cross-encoder; a
+text not in English is routed as :mod:`contextlens.offline.routes` says) gives each claim
+(each sentence of the text) its probability of being supported by the chunks; the score is
+the mean of those probabilities, the expected share of supported claims, and a claim's
+verdict is "yes" from 0.5. The closest chunk of a claim is the one holding the sentence most
+similar to it (MiniLM cosine).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from contextlens.judges.base import Reply
 from contextlens.judges.schema import Verdict, text_field
 from contextlens.metrics.base import (
     DataBlocks,
+    ReaderDetails,
     Services,
     build_messages,
     prompt_over_budget,
@@ -43,9 +45,16 @@ from contextlens.metrics.base import (
     too_long,
 )
 from contextlens.metrics.chunks import ChunkOptions, DuplicateGroup, Unit, chunk_units
-from contextlens.offline.support import SupportItem, score_support
+from contextlens.offline.language import is_english
+from contextlens.offline.routes import (
+    DEFAULT_SUPPORT_MODEL,
+    SupportModel,
+    support_route,
+    support_scorer,
+)
+from contextlens.offline.support import SupportItem
 from contextlens.offline.text import sentences
-from contextlens.schemas import MetricDetails, MetricResult, TokenUsage
+from contextlens.schemas import MetricResult, TokenUsage
 
 log = logging.getLogger("contextlens.claims")
 
@@ -70,9 +79,9 @@ class ClaimVerdict(BaseModel):
     support: float | None = None
 
 
-class ClaimsDetails(MetricDetails):
-    """The claims and their verdicts, the counts the score is computed from, and the
-    near-duplicate chunks when they were looked for."""
+class ClaimsDetails(ReaderDetails):
+    """The claims and their verdicts, the counts the score is computed from, the
+    near-duplicate chunks when they were looked for, and (offline) the reader that scored."""
 
     method: Literal["judge", "offline"] | None = None
     claims: list[ClaimVerdict] = Field(default_factory=list)
@@ -136,7 +145,7 @@ def _max_claims(text: str) -> int:
 @dataclass(frozen=True)
 class ClaimCheck:
     """How one metric checks one text's claims: its prompts, what the text is called, the
-    limits and the near-duplicate options."""
+    limits, the near-duplicate options and the offline support model of English texts."""
 
     system_prompt: str
     user_prompt: str
@@ -147,6 +156,7 @@ class ClaimCheck:
     max_embed_tokens: int
     chunks: ChunkOptions
     details: type[ClaimsDetails] = ClaimsDetails
+    support_model: SupportModel = DEFAULT_SUPPORT_MODEL
 
     def messages(self, question: str, text: str, units: Sequence[Unit]) -> list[Message]:
         """The judge prompt: instructions, then the question, the text and the chunks."""
@@ -250,7 +260,9 @@ class ClaimCheck:
         embedder: Embedder,
     ) -> MetricResult:
         evidence = [u.text for u in units]
-        [found] = await score_support([SupportItem(text, evidence, question=question)], embedder)
+        route = support_route(is_english([text, *evidence]), self.support_model, name)
+        scorer = support_scorer(route, embedder)
+        [found] = await scorer([SupportItem(text, evidence, question=question)])
         claims = found.claims
         closest = await _closest_units([c.sentence for c in claims], units, embedder)
         verdicts = [
@@ -264,18 +276,20 @@ class ClaimCheck:
             for c, unit in zip(claims, closest, strict=True)
         ]
         details = self.details(
-            method="offline", judge="offline", claims=verdicts, duplicates=groups
+            method="offline", judge="offline", claims=verdicts, duplicates=groups, **route.details
         )
         if not claims:
             why = f"{self.text_name.capitalize()} states nothing to check (offline estimate)."
-            return self._result(name, [], details, why)
+            return self._result(name, [], details, route.noted(why))
         score = float(np.mean([c.support for c in claims]))
         return self._result(
             name,
             verdicts,
             details,
-            "(Offline estimate: the mean probability that a claim is supported, from the "
-            "support model of the context metric.)",
+            route.noted(
+                "(Offline estimate: the mean probability that a claim is supported, from the "
+                "support model of the context metric.)"
+            ),
             score=round(score, 6),
         )
 

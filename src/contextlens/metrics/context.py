@@ -31,6 +31,7 @@ from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
     DataBlocks,
+    ReaderDetails,
     Services,
     build_messages,
     prompt_over_budget,
@@ -39,9 +40,18 @@ from contextlens.metrics.base import (
     too_long,
 )
 from contextlens.metrics.registry import metric
-from contextlens.offline.support import SupportItem, score_support
+from contextlens.offline.language import is_english
+from contextlens.offline.routes import (
+    Route,
+    SupportModel,
+    reader_details,
+    resolve_support_model,
+    support_route,
+    support_scorer,
+)
+from contextlens.offline.support import SupportItem, SupportResult
 from contextlens.redact import logger
-from contextlens.schemas import Batch, Dataset, MetricDetails, MetricResult
+from contextlens.schemas import Batch, Dataset, MetricResult
 from contextlens.stats import BayesianMode, StatisticalMode, resolve_weights
 
 log = logger("contextlens.context")
@@ -79,8 +89,9 @@ class Interaction(BaseModel):
     evidence: str | None = None
 
 
-class ContextDetails(MetricDetails):
-    """A session's details: its interactions' verdicts and the interval of their mean."""
+class ContextDetails(ReaderDetails):
+    """A session's details: its interactions' verdicts and the interval of their mean
+    (offline, the reader that scored them)."""
 
     n_interactions: int = 0
     n_failed: int = 0
@@ -143,6 +154,14 @@ class ContextAwareness:
         max_embed_tokens: offline, the longest text embedded (characters / 4); an
             interaction with a longer reply, context, reference reply, observation or query
             fails with its size.
+        support_model: offline, the faithfulness model of English replies: ``"features"``
+            or ``"cross-encoder"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default
+            of :mod:`contextlens.offline.routes`), settled when the metric is made. A
+            session whose ``language`` is not English, or whose replies do not read as
+            English, is read by the English scorer and says so (``details.language`` and
+            each reason); :mod:`~contextlens.offline.routes` reads it with the
+            multilingual embedder only when that extra and the models fitted for it are
+            both installed.
         label: tells this instance apart from others of the same metric in a run (its
             results go by ``NAME:LABEL``); None: the metric's name alone.
     """
@@ -158,8 +177,10 @@ class ContextAwareness:
         fence: Fence = DEFAULT_FENCE,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
+        support_model: SupportModel | None = None,
         label: str | None = None,
     ) -> None:
+        self.support_model: SupportModel = resolve_support_model(support_model)
         self.statistical_mode = statistical_mode or BayesianMode()
         self.judge = judge
         self.fence = fence
@@ -168,7 +189,10 @@ class ContextAwareness:
         self.label = label
 
     def __repr__(self) -> str:
-        return f"ContextAwareness(label={self.label!r}, statistical_mode={self.statistical_mode!r})"
+        return (
+            f"ContextAwareness(label={self.label!r}, statistical_mode={self.statistical_mode!r}, "
+            f"support_model={self.support_model!r})"
+        )
 
     async def score(self, case: Dataset, services: Services) -> MetricResult:
         """Score every interaction of the session ``case`` and aggregate them."""
@@ -180,8 +204,9 @@ class ContextAwareness:
                 details=ContextDetails(judge=services.judge.name if services.judge else "offline"),
             )
         weights = resolve_weights([b.weight for b in case.conversation], label=case.session_id)
+        readers: dict[str, str] = {}
         if services.judge is None:
-            found = await self._offline(case, services)
+            found, readers = await self._offline(case, services)
         else:
             found = list(
                 await asyncio.gather(*(self._judged(case, b, services) for b in case.conversation))
@@ -189,7 +214,7 @@ class ContextAwareness:
         interactions = [
             i.model_copy(update={"weight": float(w)}) for i, w in zip(found, weights, strict=True)
         ]
-        return self._aggregate(case, interactions, services)
+        return self._aggregate(case, interactions, services, readers)
 
     async def _judged(self, session: Dataset, batch: Batch, services: Services) -> Interaction:
         assert services.judge is not None
@@ -207,7 +232,10 @@ class ContextAwareness:
         out = verdict.output
         return Interaction(qa_id=batch.qa_id, score=out.score, reason=out.reason)
 
-    async def _offline(self, session: Dataset, services: Services) -> list[Interaction]:
+    async def _offline(
+        self, session: Dataset, services: Services
+    ) -> tuple[list[Interaction], dict[str, str]]:
+        """Each interaction scored offline, and the reader fields of the session's details."""
         shared = too_long([("the context", session.context)], self.max_embed_tokens)
         refused = [
             shared
@@ -222,37 +250,55 @@ class ContextAwareness:
             )
             for b in session.conversation
         ]
-        items = [
-            SupportItem(
-                b.assistant,
-                [session.context, b.ground_truth_assistant, b.observation or ""],
-                question=b.query,
+        routes: list[Route | None] = [
+            None
+            if why is not None
+            else support_route(
+                is_english([b.assistant, session.context], session.language),
+                self.support_model,
+                self.name,
             )
             for b, why in zip(session.conversation, refused, strict=True)
-            if why is None
         ]
-        results = iter(await score_support(items, services.embedder) if items else [])
+        scored: dict[int, tuple[SupportResult, Route]] = {}
+        for route in dict.fromkeys(r for r in routes if r is not None):
+            idx = [i for i, r in enumerate(routes) if r == route]
+            items = [
+                SupportItem(
+                    b.assistant,
+                    [session.context, b.ground_truth_assistant, b.observation or ""],
+                    question=b.query,
+                )
+                for b in (session.conversation[i] for i in idx)
+            ]
+            results = await support_scorer(route, services.embedder)(items)
+            for i, r in zip(idx, results, strict=True):
+                scored[i] = (r, route)
         found: list[Interaction] = []
-        for b, why in zip(session.conversation, refused, strict=True):
+        for i, (b, why) in enumerate(zip(session.conversation, refused, strict=True)):
             if why is not None:
                 found.append(Interaction(qa_id=b.qa_id, score=None, error=why))
                 continue
-            r = next(results)
+            r, route = scored[i]
             weakest = min(r.claims, key=lambda c: c.support, default=None)
             found.append(
                 Interaction(
                     qa_id=b.qa_id,
                     score=round(r.score, 6),
-                    reason=r.reason,
+                    reason=route.noted(r.reason),
                     claim=weakest.sentence if weakest else None,
                     claim_support=round(weakest.support, 6) if weakest else None,
                     evidence=(weakest.closest or None) if weakest else None,
                 )
             )
-        return found
+        return found, reader_details(r for r in routes if r is not None)
 
     def _aggregate(
-        self, session: Dataset, interactions: Sequence[Interaction], services: Services
+        self,
+        session: Dataset,
+        interactions: Sequence[Interaction],
+        services: Services,
+        readers: dict[str, str],
     ) -> MetricResult:
         scored = [i for i in interactions if i.error is None and i.score is not None]
         failed = [i for i in interactions if i.error is not None or i.score is None]
@@ -270,6 +316,7 @@ class ContextAwareness:
             ci_high=estimate.ci_high,
             interactions=list(interactions),
             raw_reply=next((i.raw_reply for i in failed if i.raw_reply), None),
+            **readers,
         )
         if not scored:
             first = failed[0].error if failed else "the session has no interactions"

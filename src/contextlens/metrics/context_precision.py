@@ -33,6 +33,7 @@ from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
     DataBlocks,
+    ReaderDetails,
     Services,
     build_messages,
     prompt_over_budget,
@@ -41,9 +42,16 @@ from contextlens.metrics.base import (
     too_long,
 )
 from contextlens.metrics.registry import metric
+from contextlens.offline.language import is_english
 from contextlens.offline.precision import PrecisionItem, score_precision
+from contextlens.offline.routes import (
+    SupportModel,
+    resolve_support_model,
+    support_route,
+    support_scorer,
+)
 from contextlens.redact import logger
-from contextlens.schemas import MetricDetails, MetricResult, ModelTestCase, TokenUsage
+from contextlens.schemas import MetricResult, ModelTestCase, TokenUsage
 
 log = logger("contextlens.context_precision")
 
@@ -95,9 +103,9 @@ class PrecisionCase(BaseModel):
         return [value] if isinstance(value, str) else value
 
 
-class PrecisionDetails(MetricDetails):
+class PrecisionDetails(ReaderDetails):
     """A context-precision result's details: the judge call's latency, or (offline) the
-    parts the estimate is made of."""
+    parts the estimate is made of and the reader that scored them."""
 
     latency: float | None = None
     components: dict[str, float] | None = None
@@ -295,6 +303,13 @@ class ContextPrecisionScorer:
             not split).
         max_embed_tokens: offline, the longest text embedded (characters / 4); a case with
             a longer output, expected output or context chunk fails with its size.
+        support_model: offline, the faithfulness model of English cases: ``"features"`` or
+            ``"cross-encoder"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
+            :mod:`contextlens.offline.routes`), settled when the metric is made. A case that
+            does not read as English is read by the English scorer and says so
+            (``details.language`` and the reason); :mod:`~contextlens.offline.routes` reads
+            it with the multilingual embedder only when that extra and the models fitted for
+            it are both installed.
         label: tells this instance apart from others of the same metric in a run (its
             results go by ``NAME:LABEL``); None: the metric's name alone.
 
@@ -313,8 +328,10 @@ class ContextPrecisionScorer:
         few_shot_examples: Sequence[Mapping[str, Any] | BaseModel] | None = None,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
+        support_model: SupportModel | None = None,
         label: str | None = None,
     ) -> None:
+        self.support_model: SupportModel = resolve_support_model(support_model)
         self.judge = judge
         self.label = label
         self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
@@ -326,7 +343,7 @@ class ContextPrecisionScorer:
         )
 
     def __repr__(self) -> str:
-        return f"ContextPrecisionScorer(label={self.label!r})"
+        return f"ContextPrecisionScorer(label={self.label!r}, support_model={self.support_model!r})"
 
     async def score(
         self, case: ModelTestCase | PrecisionCase | Mapping[str, Any], services: Services
@@ -384,13 +401,19 @@ class ContextPrecisionScorer:
         if too_big is not None:
             details = PrecisionDetails(judge="offline", max_embed_tokens=self.max_embed_tokens)
             return MetricResult(metric=self.name, score=None, error=too_big, details=details)
+        english = is_english([case.output, case.expected_output, "\n".join(case.context)])
+        route = support_route(english, self.support_model, self.name)
         [estimate] = await score_precision(
             [PrecisionItem(case.output, case.expected_output, case.context, case.input)],
             services.embedder,
+            support_scorer(route, services.embedder),
         )
-        details = PrecisionDetails(judge="offline", components=estimate.components)
+        details = PrecisionDetails(judge="offline", components=estimate.components, **route.details)
         if estimate.error is not None:
             return MetricResult(metric=self.name, score=None, error=estimate.error, details=details)
         return MetricResult(
-            metric=self.name, score=estimate.score, reason=estimate.reason, details=details
+            metric=self.name,
+            score=estimate.score,
+            reason=route.noted(estimate.reason),
+            details=details,
         )

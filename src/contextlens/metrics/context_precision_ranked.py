@@ -44,6 +44,7 @@ from contextlens.metrics.base import (
     DEFAULT_MAX_PROMPT_TOKENS,
     DataBlocks,
     OverBudget,
+    ReaderDetails,
     Services,
     build_messages,
     estimate_tokens,
@@ -56,9 +57,18 @@ from contextlens.metrics.chunks import ChunkOptions, DuplicateGroup, Unit, chunk
 from contextlens.metrics.claims import chunk_blocks
 from contextlens.metrics.faithfulness import case_chunks
 from contextlens.metrics.registry import metric
-from contextlens.offline.relevance import RelevanceItem, score_relevance
-from contextlens.offline.support import SupportItem, score_support
-from contextlens.schemas import MetricDetails, MetricResult, ModelTestCase, TokenUsage
+from contextlens.offline.language import is_english
+from contextlens.offline.relevance import RelevanceItem
+from contextlens.offline.routes import (
+    SupportModel,
+    relevance_route,
+    resolve_support_model,
+    score_relevance_routed,
+    support_route,
+    support_scorer,
+)
+from contextlens.offline.support import SupportItem
+from contextlens.schemas import MetricResult, ModelTestCase, TokenUsage
 
 log = logging.getLogger("contextlens.context_precision_ranked")
 
@@ -89,9 +99,9 @@ class ChunkVerdict(BaseModel):
     merged: list[int] | None = None
 
 
-class RankedPrecisionDetails(MetricDetails):
+class RankedPrecisionDetails(ReaderDetails):
     """A ranked context-precision result's details: a verdict per chunk in rank order, what
-    usefulness was judged against, and the calls it took."""
+    usefulness was judged against, the calls it took, and (offline) the reader that scored."""
 
     method: Literal["judge", "offline"] | None = None
     against: Literal["expected_output", "input"] | None = None
@@ -170,6 +180,10 @@ class RankedPrecisionMetric:
             (``details.duplicates``); None (default): not looked for.
         merge_duplicates: score each group of near-duplicates as one chunk, at the rank of
             its best-ranked member (:mod:`contextlens.metrics.chunks`).
+        support_model: offline, the support model that reads each chunk against the
+            expected answer when the text is English: ``"features"`` or ``"cross-encoder"``
+            (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
+            :mod:`contextlens.offline.routes`).
         judge: this metric's own judge (None: the run's).
         embedder: this metric's own embedder (None: the run's).
         label: tells this instance apart from others of the same metric in a run.
@@ -186,6 +200,7 @@ class RankedPrecisionMetric:
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
         duplicate_threshold: float | None = None,
         merge_duplicates: bool = False,
+        support_model: SupportModel | None = None,
         judge: Any = None,
         embedder: Any = None,
         label: str | None = None,
@@ -196,6 +211,7 @@ class RankedPrecisionMetric:
         self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
         self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
         self.chunk_options = ChunkOptions(duplicate_threshold, merge_duplicates)
+        self.support_model: SupportModel = resolve_support_model(support_model)
         self.judge = judge
         self.embedder = embedder
         self.label = label
@@ -281,15 +297,17 @@ class RankedPrecisionMetric:
         base: RankedPrecisionDetails,
         embedder: Embedder,
     ) -> MetricResult:
+        texts = [u.text for u in units]
+        english = is_english([question, reference, "\n".join(texts)])
         if reference:
-            items = [SupportItem(reference, [u.text], question=question) for u in units]
-            found = await score_support(items, embedder)
+            route = support_route(english, self.support_model, self.name)
+            items = [SupportItem(reference, [t], question=question) for t in texts]
+            found = await support_scorer(route, embedder)(items)
             values = [max((c.support for c in r.claims), default=0.0) for r in found]
             why = "supports a claim of the expected answer with p={:.2f} (offline)"
         else:
-            [rel] = await score_relevance(
-                [RelevanceItem(question, [u.text for u in units])], embedder
-            )
+            route = relevance_route(english, self.name)
+            [rel] = await score_relevance_routed([RelevanceItem(question, texts)], embedder, route)
             values = list(rel.chunk_relevance)
             why = "bears on the input with p={:.2f} (offline)"
         verdicts = [
@@ -302,11 +320,12 @@ class RankedPrecisionMetric:
             )
             for u, p in zip(units, values, strict=True)
         ]
-        note = (
+        note = route.noted(
             "(Offline estimate: average precision with each chunk's probability of being "
             "useful in place of a verdict.)"
         )
-        return self._result(verdicts, base, note, values)
+        details = base.model_copy(update=route.details)
+        return self._result(verdicts, details, note, values)
 
     # --- judge ----------------------------------------------------------------------------
 

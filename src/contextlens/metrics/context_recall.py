@@ -22,6 +22,7 @@ from contextlens.metrics.chunks import ChunkOptions
 from contextlens.metrics.claims import ClaimCheck, ClaimsDetails
 from contextlens.metrics.faithfulness import case_chunks
 from contextlens.metrics.registry import metric
+from contextlens.offline.routes import SupportModel, resolve_support_model
 from contextlens.schemas import MetricResult, ModelTestCase
 
 __all__ = ["ContextRecallDetails", "ContextRecallMetric"]
@@ -52,6 +53,9 @@ class ContextRecallMetric:
             (``details.duplicates``); None (default): not looked for.
         merge_duplicates: score each group of near-duplicates as one chunk
             (:mod:`contextlens.metrics.chunks`).
+        support_model: offline, the support model of English texts: ``"features"`` or
+            ``"cross-encoder"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
+            :mod:`contextlens.offline.routes`).
         judge: this metric's own judge (None: the run's).
         embedder: this metric's own embedder (None: the run's).
         label: tells this instance apart from others of the same metric in a run.
@@ -68,6 +72,7 @@ class ContextRecallMetric:
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
         duplicate_threshold: float | None = None,
         merge_duplicates: bool = False,
+        support_model: SupportModel | None = None,
         judge: Any = None,
         embedder: Any = None,
         label: str | None = None,
@@ -84,6 +89,7 @@ class ContextRecallMetric:
             max_prompt_tokens=size_limit("max_prompt_tokens", max_prompt_tokens),
             max_embed_tokens=size_limit("max_embed_tokens", max_embed_tokens),
             chunks=ChunkOptions(duplicate_threshold, merge_duplicates),
+            support_model=resolve_support_model(support_model),
             details=ContextRecallDetails,
         )
         self.judge = judge

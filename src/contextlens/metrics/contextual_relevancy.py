@@ -1,7 +1,8 @@
 """Contextual relevancy: how much of the retrieved context bears on the input.
 
 ``score = relevant statements / all statements`` over every chunk of ``retrieval_context``
-(strict mode: 1.0 when every statement is relevant, else 0.0). DeepEval's and agensight's
+(strict mode: 1.0 when every statement is relevant, else 0.0; offline, the expected share of
+relevant statements, below). DeepEval's and agensight's
 surface over it is :class:`contextlens.compat.deepeval.ContextualRelevancyMetric`.
 
 With a judge, ONE call per test case lists every chunk in its own numbered data block, its
@@ -24,10 +25,15 @@ irrelevant_statements, relevant_statements, score)``; DeepEval before 3.5 named 
 ``system`` / ``user`` strings, or a callable. The reply format is always appended, so the
 reply can still be validated.
 
-Without a judge the offline estimate of :mod:`contextlens.offline.relevance` judges each
-sentence of each chunk, read in its chunk. It has no prompt: a given template is reported as
-unused (a warning and ``details["template"]``). An input or a chunk over ``max_embed_tokens``
-fails the case with its size; nothing is embedded.
+Without a judge the offline estimate of :mod:`contextlens.offline.relevance` gives each chunk
+a probability of bearing on the input, and the score is the expected share of relevant
+statements: the sum over chunks of probability times statements, over all statements (strict
+mode reads the verdicts). The yes/no verdict of each sentence, read in its chunk, shares the
+chunk's probability out over its sentences (most similar first) and is for display. It has
+no prompt: a given template is reported as unused (a warning and ``details.template``). An
+input or a chunk over ``max_embed_tokens`` fails the case with its size; nothing is embedded.
+A case that does not read as English says so in its reason and ``details.language``
+(:mod:`contextlens.offline.routes`).
 
 Decisions: ``retrieval_context=None`` raises :class:`~contextlens.errors.InputError` (a
 ``ValueError``) naming the field, as DeepEval requires it too; an empty list or only blank
@@ -58,6 +64,7 @@ from contextlens.metrics.base import (
     DEFAULT_MAX_PROMPT_TOKENS,
     DataBlocks,
     OverBudget,
+    ReaderDetails,
     Services,
     build_messages,
     data_block,
@@ -71,10 +78,12 @@ from contextlens.metrics.base import (
     too_long,
 )
 from contextlens.metrics.registry import metric
-from contextlens.offline.relevance import RelevanceItem, StatementRelevance, score_relevance
+from contextlens.offline.language import is_english
+from contextlens.offline.relevance import RelevanceItem, StatementRelevance
+from contextlens.offline.routes import relevance_route, score_relevance_routed
 from contextlens.offline.text import sentences
 from contextlens.redact import logger
-from contextlens.schemas import MetricDetails, MetricResult, ModelTestCase, TokenUsage
+from contextlens.schemas import MetricResult, ModelTestCase, TokenUsage
 
 log = logger("contextlens.contextual_relevancy")
 
@@ -121,15 +130,18 @@ class ChunkRelevance(BaseModel):
     relevance: float
 
 
-class RelevancyDetails(MetricDetails):
+class RelevancyDetails(ReaderDetails):
     """A contextual-relevancy result's details: every statement's verdict and the counts
-    the score is computed from."""
+    the score is computed from; offline, each chunk's probability, the expected number of
+    relevant statements (the score is it over ``statements``, unless in strict mode) and
+    the reader that scored them."""
 
     method: Literal["judge", "offline"] | None = None
     verdicts: list[StatementVerdict] = Field(default_factory=list)
     relevant: int = 0
     statements: int = 0
     chunk_relevance: list[ChunkRelevance] | None = None
+    expected_relevant: float | None = None
     judge_calls: int | None = None
     template: str | None = None
 
@@ -505,14 +517,24 @@ class ContextualRelevancyScorer:
         return await self._judged(case.input, chunks, services)
 
     def _result(
-        self, verdicts: list[StatementVerdict], explanation: str | None, details: RelevancyDetails
+        self,
+        verdicts: list[StatementVerdict],
+        explanation: str | None,
+        details: RelevancyDetails,
+        expected: float | None = None,
     ) -> MetricResult:
+        """The result from the verdicts; ``expected`` (offline): the expected number of
+        relevant statements, from the chunk probabilities, which the score carries."""
         relevant = sum(v.verdict == "yes" for v in verdicts)
         total = len(verdicts)
         score = self._score(relevant, total)
+        if expected is not None and total and not self.strict_mode:
+            score = min(1.0, max(0.0, expected / total))
         reason = None
         if self.include_reason:
             reason = explanation if not total else _counts(relevant, total)
+            if expected is not None and total:
+                reason += f" Expected share of relevant statements: {score:.2f}."
             if total and explanation:
                 reason += " " + explanation
         details = details.model_copy(
@@ -550,7 +572,10 @@ class ContextualRelevancyScorer:
                 ),
             )
         texts = [t for _, t in chunks]
-        [found] = await score_relevance([RelevanceItem(input_text, texts)], services.embedder)
+        route = relevance_route(is_english([input_text, "\n".join(texts)]), self.name)
+        [found] = await score_relevance_routed(
+            [RelevanceItem(input_text, texts)], services.embedder, route
+        )
         verdicts = [
             StatementVerdict(
                 chunk=chunks[s.chunk][0],
@@ -569,6 +594,8 @@ class ContextualRelevancyScorer:
                 ChunkRelevance(chunk=chunks[i][0], relevance=round(r, 4))
                 for i, r in enumerate(found.chunk_relevance)
             ],
+            expected_relevant=round(found.expected_relevant, 4),
+            **route.details,
         )
         if self.evaluation_template is not None:
             details.template = "unused: the offline estimate has no prompt"
@@ -578,7 +605,8 @@ class ContextualRelevancyScorer:
                 UserWarning,
                 stacklevel=2,
             )
-        return self._result(verdicts, _offline_explanation(found.statements), details)
+        explanation = route.noted(_offline_explanation(found.statements))
+        return self._result(verdicts, explanation, details, found.expected_relevant)
 
     # --- judge ----------------------------------------------------------------------------
 
@@ -771,8 +799,9 @@ def _chunks(case: ModelTestCase) -> list[Chunk]:
 
 def _offline_explanation(statements: Sequence[StatementRelevance]) -> str:
     text = (
-        "(Offline estimate: each chunk's probability of answering the input, from embedding "
-        "similarity and the input's terms, shared out over its statements.)"
+        "(Offline estimate: each chunk's probability of bearing on the input, from embedding "
+        "similarity, weighted by its statements; the verdicts share it out, most similar "
+        "statements first.)"
     )
     weakest = min(statements, key=lambda s: s.relevance)
     if weakest.verdict == "no":

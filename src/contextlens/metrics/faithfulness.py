@@ -21,6 +21,7 @@ from contextlens.metrics.base import (
 from contextlens.metrics.chunks import ChunkOptions
 from contextlens.metrics.claims import ClaimCheck, ClaimsDetails
 from contextlens.metrics.registry import metric
+from contextlens.offline.routes import SupportModel, resolve_support_model
 from contextlens.schemas import MetricResult, ModelTestCase
 
 __all__ = ["FaithfulnessDetails", "FaithfulnessMetric", "case_chunks"]
@@ -58,6 +59,9 @@ class FaithfulnessMetric:
             (``details.duplicates``); None (default): not looked for.
         merge_duplicates: score each group of near-duplicates as one chunk
             (:mod:`contextlens.metrics.chunks`).
+        support_model: offline, the support model of English texts: ``"features"`` or
+            ``"cross-encoder"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
+            :mod:`contextlens.offline.routes`).
         judge: this metric's own judge (None: the run's).
         embedder: this metric's own embedder (None: the run's).
         label: tells this instance apart from others of the same metric in a run.
@@ -74,6 +78,7 @@ class FaithfulnessMetric:
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
         duplicate_threshold: float | None = None,
         merge_duplicates: bool = False,
+        support_model: SupportModel | None = None,
         judge: Any = None,
         embedder: Any = None,
         label: str | None = None,
@@ -90,6 +95,7 @@ class FaithfulnessMetric:
             max_prompt_tokens=size_limit("max_prompt_tokens", max_prompt_tokens),
             max_embed_tokens=size_limit("max_embed_tokens", max_embed_tokens),
             chunks=ChunkOptions(duplicate_threshold, merge_duplicates),
+            support_model=resolve_support_model(support_model),
             details=FaithfulnessDetails,
         )
         self.judge = judge

@@ -21,6 +21,8 @@ expressions and set arithmetic only:
 - ``number_mismatch``: the claim has a number the aligned sentence lacks while that
   sentence has numbers of its own (a changed figure rather than an added one);
 - ``negation_mismatch``: exactly one of claim and aligned sentence is negated;
+- ``content_words`` / ``content_found``: the claim's content words, and how many of them are
+  anywhere in the evidence (pooled over a reply's claims into ``word_share``);
 - ``antonym``: the claim uses a word whose opposite (more/less, before/after, ~260 listed
   pairs, or the word with/without un-, in-, dis-, non-) is in the aligned sentence and the
   word itself is not.
@@ -28,13 +30,11 @@ expressions and set arithmetic only:
 Reply length is deliberately not a feature.
 
 :func:`aggregate_many` turns the claims of each reply into a row of :data:`CANDIDATES` (the
-weakest claim's, the mean, the most, ...); a single claim aggregates to its own values, so
-the same model scores a claim and a whole reply. The bundled model takes :data:`FEATURES`,
-the candidates chosen on held-out sources by ``benchmarks/select_support.py``: the mean share
-of word pairs found in the evidence, the weakest claim's ``grounded``, the largest share of
-new words that are noun-like, the names and numbers found nowhere in the evidence, and a
-negation on one side only.
-The other candidates did not help the source the model did worst on and are not inputs.
+weakest claim's, the mean, the most, the share of the reply's content words found in the
+evidence, ...); a single claim aggregates to its own values, so the same model scores a claim
+and a whole reply. The bundled model takes :data:`FEATURES`, chosen on held-out sources by
+``benchmarks/select_support.py``: the mean cosine of the claims with their closest evidence
+sentences, the numbers found nowhere in the evidence, and the share of content words found.
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ CLAIM_COLUMNS = (
     "number_mismatch",
     "negation_mismatch",
     "antonym",
+    "content_words",
+    "content_found",
 )
 
 #: Every reply feature the extractor computes (per reply; see :func:`aggregate_many`), the
@@ -86,23 +88,18 @@ CANDIDATES = (
     "number_mismatch",
     "negation_mismatch",
     "antonym",
+    "word_share",
 )
 
 #: The bundled model's inputs, in order: the candidates that carried over to unseen sources.
-FEATURES = (
-    "bigram_share_mean",
-    "grounded_min",
-    "novel_noun_frac_max",
-    "log_novel_names",
-    "log_new_numbers",
-    "negation_mismatch",
-)
+FEATURES = ("sim_mean", "log_new_numbers", "word_share")
 
 #: The direction each feature may push support (+1 up, -1 down): more similarity or shared
 #: words never make a reply less faithful, more unsupported material never more faithful.
 #: The fit keeps every coefficient on its side (or zero).
 DIRECTION = {
-    f: (1 if f.startswith(("sim", "overlap", "bigram", "grounded")) else -1) for f in CANDIDATES
+    f: (1 if f.startswith(("sim", "overlap", "bigram", "grounded", "word")) else -1)
+    for f in CANDIDATES
 }
 
 _C = {name: i for i, name in enumerate(CLAIM_COLUMNS)}
@@ -439,6 +436,8 @@ def claim_row(
         float(changed_number),
         float(negation),
         float(bool(flipped)),
+        float(n),
+        float(len(words & evidence.words)),
     ]
     return row, ClaimDetail(new_nums, new_names, negation, flipped)
 
@@ -478,7 +477,10 @@ def _share_found(claim: TextFacts, evidence: TextFacts) -> float:
 
 def _spec(feature: str) -> tuple[int, str]:
     """(claim column, reduction) of a feature: ``x_min``, ``x_mean``, ``x_max``, ``log_x``
-    (log1p of the sum over claims) or a bare flag column (any claim: the max)."""
+    (log1p of the sum over claims), ``word_share`` (the content words found in the evidence
+    over all content words, pooled over claims) or a bare flag column (any claim: the max)."""
+    if feature == "word_share":
+        return _C["content_found"], "share"
     if feature.startswith("log_"):
         return _C[feature.removeprefix("log_")], "logsum"
     for op in ("min", "mean", "max"):
@@ -491,6 +493,8 @@ _COLUMN, _OP = zip(*(_spec(f) for f in CANDIDATES), strict=True)
 _COLS = np.array(_COLUMN)
 _OPS = np.array(_OP)
 _LOG = _OPS == "logsum"
+_SHARE = _OPS == "share"
+_WORDS = _C["content_words"]
 
 
 def aggregate_many(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -505,11 +509,20 @@ def aggregate_many(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
         mask = np.equal(_OPS, op)
         out[:, mask] = reduce.reduceat(r[:, mask], starts, axis=0)
     out[:, _LOG] = np.log1p(sums[:, _LOG])
+    total = np.add.reduceat(np.asarray(rows, dtype=np.float64)[:, _WORDS], starts)
+    out[:, _SHARE] = _share(sums[:, _SHARE], total[:, None])
     return out
+
+
+def _share(found: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Found over total, 1.0 where there is nothing to find (a claim of figures only)."""
+    return np.where(total > 0, found / np.where(total > 0, total, 1.0), 1.0)
 
 
 def claim_features(rows: np.ndarray) -> np.ndarray:
     """The reply features of each claim on its own: ``(claims, len(CANDIDATES))``."""
-    r = np.asarray(rows, dtype=np.float64).reshape(-1, len(CLAIM_COLUMNS))[:, _COLS]
+    raw = np.asarray(rows, dtype=np.float64).reshape(-1, len(CLAIM_COLUMNS))
+    r = raw[:, _COLS]
     r[:, _LOG] = np.log1p(r[:, _LOG])
+    r[:, _SHARE] = _share(r[:, _SHARE], raw[:, [_WORDS]])
     return r

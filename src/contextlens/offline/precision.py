@@ -39,13 +39,19 @@ largely missed. It is an approximation of a judge, not a judge.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from contextlens.embeddings.base import Embedder
-from contextlens.offline.support import MIN_WEIGHT, ClaimSupport, SupportItem, score_support
+from contextlens.offline.support import (
+    MIN_WEIGHT,
+    ClaimSupport,
+    SupportItem,
+    SupportResult,
+    score_support,
+)
 from contextlens.offline.text import sentences
 
 #: Exponents of the weighted geometric mean.
@@ -155,9 +161,13 @@ def _combine(
 
 
 async def score_precision(
-    items: Sequence[PrecisionItem], embedder: Embedder
+    items: Sequence[PrecisionItem],
+    embedder: Embedder,
+    support: Callable[[Sequence[SupportItem]], Awaitable[list[SupportResult]]] | None = None,
 ) -> list[PrecisionEstimate]:
-    """Offline context precision of each item; one embedding call for the whole batch."""
+    """Offline context precision of each item; one embedding call for the whole batch.
+
+    ``support`` scores the comparisons (default: :func:`score_support` on ``embedder``)."""
     support_items: list[SupportItem] = []
     slots: list[tuple[int | None, int | None, int | None]] = []
 
@@ -180,7 +190,8 @@ async def score_precision(
                 add(item.expected_output, [item.output], item.input) if has_reference else None,
             )
         )
-    results = await score_support(support_items, embedder) if support_items else []
+    scorer = support or (lambda found: score_support(found, embedder))
+    results = await scorer(support_items) if support_items else []
 
     estimates: list[PrecisionEstimate] = []
     for item, (ref, ctx, cov) in zip(items, slots, strict=True):

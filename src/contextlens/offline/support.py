@@ -2,24 +2,21 @@
 
 What it is: a small logistic model (``offline/weights/support.json``) over cheap features of
 each reply sentence ("claim") against its evidence, see :mod:`contextlens.offline.features`:
-the share of the claim's word pairs found in the evidence (mean over claims), how close the
-weakest claim is to its closest evidence sentence (MiniLM cosine, or its quoted word pairs,
-whichever is larger), how many of its new words are noun-like, names and numbers found
-nowhere in the evidence, and a negation on one side only. ``benchmarks/select_support.py``
-chose these among 16 candidates on held-out sources and fitted it on people's judgements of
-dialogue replies (BEGIN), summaries (SummEdits, 8 domains), Wikipedia claims against the
-pages they cite (WiCE) and HaluEval QA, with edited replies (a changed number, negation,
-opposite word or name) as extra negatives. Scored on each of those 11 sources by a model
-fitted on the other 10, its AUROC is 0.54 (SummEdits science summaries) to 0.95 (HaluEval),
-0.94 on BEGIN and 0.80 on WiCE, ahead of a three-feature baseline (cosines and shared words)
-on every one. Every distinct sentence is embedded once; the text features are regular
-expressions and set arithmetic, memoised per text. The score ranks; its scale does not
-carry from one source to another (held-out expected calibration error up to 0.31), so
-``contextlens calibrate`` on your own labels sets the threshold. A reply that restates its
-context scores about 0.9; a correct reply in its own words often lands between 0.4 and 0.8.
+the mean cosine of the claims with their closest evidence sentences (MiniLM), the numbers
+found nowhere in the evidence, and the share of the reply's content words found in it.
+``benchmarks/select_support.py`` measured it leave-one-source-out on 9 sources (BEGIN dev
+dialogue replies, WiCE claims against the pages they cite, four AttributionBench sources of
+search-augmented answers, Factcheck-GPT claims, SummEdits summaries, HaluEval QA), deciding
+on the seven with natural errors judged by people, against a three-feature baseline (cosines
+and shared words); it is fitted on all 9. Every distinct sentence is embedded once; the text
+features are regular expressions and set arithmetic, memoised per text. The score ranks; its
+scale does not carry from one source to another, so ``contextlens calibrate`` on your own
+labels sets the threshold.
 
 Questions back to the user ("Anything else I can help with?") and bare acknowledgements
-("Yes.") make no claim and are left out unless the reply has nothing else. The reply is
+("Yes.") make no claim and are left out unless the reply has nothing else; so are citation
+markers ("[2]", "(source: doc 3)") and source lists ("Sources: ...", see
+:mod:`contextlens.offline.citations`). The reply is
 scored from the features of all its claims (the weakest claim's similarity, the most
 invented names, ...); each claim is also scored on its own, and the reason names the
 least supported one and what is wrong with it (numbers or names not in the context, a
@@ -44,6 +41,7 @@ from functools import lru_cache
 import numpy as np
 
 from contextlens.embeddings.base import Embedder, TextVectors, embed_distinct
+from contextlens.offline.citations import strip_citations
 from contextlens.offline.features import (
     CANDIDATES,
     CLAIM_COLUMNS,
@@ -65,8 +63,6 @@ _SEMICOLON = re.compile(r";\s+")
 MODEL_NAME = "support"
 #: Weight of the weakest claim when callers combine claim supports (mean pulled to the min).
 MIN_WEIGHT = 0.5
-#: The model's inputs among the extractor's columns.
-_INPUTS = [CANDIDATES.index(f) for f in FEATURES]
 #: Claim-to-evidence similarities computed at once by :func:`align` (16 MB of float32).
 ALIGN_BLOCK = 1 << 22
 
@@ -132,7 +128,7 @@ def _claims(reply: str) -> list[str]:
 
 @lru_cache(maxsize=4096)
 def _claim_tuple(reply: str) -> tuple[str, ...]:
-    found = [c for s in sentences(reply) for c in _clauses(s)]
+    found = [c for s in sentences(strip_citations(reply) or reply) for c in _clauses(s)]
     statements = [s for s in found if not is_question(s) and (facts(s).words or numbers(s))]
     return tuple(statements or found)
 
@@ -159,7 +155,9 @@ def clear_caches() -> None:
     facts.cache_clear()
 
 
-def _split(items: Sequence[SupportItem]) -> tuple[list[list[str]], list[_Evidence]]:
+def evidence_and_claims(
+    items: Sequence[SupportItem],
+) -> tuple[list[list[str]], list[_Evidence]]:
     """The claims of each reply and the sentences of each item's evidence (memoised)."""
     with gc_paused():
         return [_claims(i.reply) for i in items], [_evidence(tuple(i.evidence)) for i in items]
@@ -173,12 +171,12 @@ def _texts(claim_lists: list[list[str]], evidences: list[_Evidence]) -> Iterator
 def support_texts(items: Sequence[SupportItem]) -> list[str]:
     """Every distinct text that :func:`score_support` embeds for ``items``: the claims and
     the evidence sentences."""
-    return list(dict.fromkeys(_texts(*_split(items))))
+    return list(dict.fromkeys(_texts(*evidence_and_claims(items))))
 
 
 async def support_features(items: Sequence[SupportItem], embedder: Embedder) -> list[ItemFeatures]:
     """Claims, per-claim rows and the reply feature row of each item (one embedding call)."""
-    claim_lists, evidences = _split(items)
+    claim_lists, evidences = evidence_and_claims(items)
     vectors = await embed_distinct(embedder, _texts(claim_lists, evidences))
     with gc_paused():
         return _features(items, claim_lists, evidences, vectors)
@@ -252,7 +250,8 @@ def _features(
     return out
 
 
-def _reason(claims: Sequence[ClaimSupport]) -> str:
+def reason_for(claims: Sequence[ClaimSupport]) -> str:
+    """The reason of a reply's support: claims supported, and the least supported one."""
     supported = sum(c.support >= 0.5 for c in claims)
     weakest = min(claims, key=lambda c: c.support)
     text = f"{supported} of {len(claims)} claim(s) supported by the context (offline estimate)."
@@ -279,17 +278,24 @@ async def score_support(
 ) -> list[SupportResult]:
     """Support of each item's reply by its evidence; every distinct text is embedded once.
 
-    ``model`` defaults to the bundled ``support`` model; its features must be
-    :data:`contextlens.offline.features.FEATURES`.
+    ``model`` defaults to the bundled ``support`` model (whose features are
+    :data:`contextlens.offline.features.FEATURES`); any model over the extractor's
+    :data:`~contextlens.offline.features.CANDIDATES` can score.
     """
-    model = (model or load_model(MODEL_NAME)).taking(FEATURES)
+    model = model or load_model(MODEL_NAME).taking(FEATURES)
+    if not set(model.features) <= set(CANDIDATES):
+        raise ValueError(
+            f"offline model {model.name!r} takes the features {model.features}; the support "
+            f"extractor computes {CANDIDATES}"
+        )
+    inputs = [CANDIDATES.index(f) for f in model.features]
     feats = await support_features(items, embedder)
     scored = [f for f in feats if f.reply is not None]
     reply_p = (
-        model.predict(np.stack([f.reply for f in scored])[:, _INPUTS]) if scored else np.zeros(0)
+        model.predict(np.stack([f.reply for f in scored])[:, inputs]) if scored else np.zeros(0)
     )
     claim_p = (
-        model.predict(np.concatenate([claim_features(f.rows) for f in scored])[:, _INPUTS])
+        model.predict(np.concatenate([claim_features(f.rows) for f in scored])[:, inputs])
         if scored
         else np.zeros(0)
     )
@@ -326,5 +332,5 @@ async def score_support(
         )
         score = float(reply_p[k])
         k += 1
-        results.append(SupportResult(score, claims, _reason(claims)))
+        results.append(SupportResult(score, claims, reason_for(claims)))
     return results

@@ -10,7 +10,12 @@ _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 #: A word (letters, inner apostrophes and hyphens) or a number (``1,000.5``, ``9:30``).
 WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,:]\d+)*")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-_ABBREV = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|Prof|St|vs|etc|e\.g|i\.e|Inc|Ltd|No|approx)\.$", re.I)
+#: A piece ending in an abbreviation or an initial ("William O.") goes on in the next one.
+_ABBREV = re.compile(
+    r"\b(?:Mr|Mrs|Ms|Dr|Prof|St|vs|etc|e\.g|i\.e|Inc|Ltd|No|approx)\.$"
+    r"|(?<![\w.])(?-i:[A-Z])\.$",
+    re.I,
+)
 
 #: Enough of a piece's end for ``_ABBREV``: its longest match ("approx.", 7) and the
 #: characters that decide its leading ``\b``.
