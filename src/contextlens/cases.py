@@ -52,8 +52,10 @@ class CaseRecord(BaseModel):
         return isinstance(self.case, Dataset)
 
     def line(self) -> str:
-        """The record as one line of ``cases.jsonl`` (fields left at their default omitted)."""
-        return self.model_dump_json(exclude_defaults=True) + "\n"
+        """The record as one line of ``cases.jsonl`` (fields left at their default omitted;
+        a value JSON cannot hold, such as another library's object kept on the case, as its
+        ``str()``)."""
+        return self.model_dump_json(exclude_defaults=True, fallback=str) + "\n"
 
 
 class DataFingerprint:
