@@ -54,8 +54,8 @@ from contextlens.metrics.base import (
     too_long,
 )
 from contextlens.metrics.chunks import ChunkOptions, DuplicateGroup, Unit, chunk_units
+from contextlens.metrics.claim_metric import case_chunks
 from contextlens.metrics.claims import chunk_blocks
-from contextlens.metrics.faithfulness import case_chunks
 from contextlens.metrics.registry import metric
 from contextlens.offline.language import is_english
 from contextlens.offline.relevance import RelevanceItem
