@@ -389,3 +389,18 @@ def test_normal_limit_matches_the_exact_draws_for_many_distinct_weights(monkeypa
     width = np.ptp(np.quantile(exact, [0.025, 0.975]))
     assert np.allclose(np.quantile(fast, q), np.quantile(exact, q), atol=0.06 * width)
     assert abs(fast.std() / exact.std() - 1) < 0.06
+
+
+def test_a_pass_rate_has_the_interval_of_its_beta_posterior():
+    """All of five passing is not certainty: the equal-tailed interval of Beta(1 + 5, 1 + 0)
+    is [0.025 ** (1 / 6), 0.975 ** (1 / 6)]; none passing mirrors it; the same key draws the
+    same interval."""
+    mode = BayesianMode(mc_samples=20000)
+    every = mode.rate(5, 5, key="m:pass")
+    assert every.value == 1.0 and every.ci_high == pytest.approx(0.975 ** (1 / 6), abs=1e-3)
+    assert every.ci_low == pytest.approx(0.025 ** (1 / 6), abs=0.01)
+    none = mode.rate(0, 5, key="m:pass")
+    assert none.ci_high == pytest.approx(1 - 0.025 ** (1 / 6), abs=0.01)
+    assert mode.rate(3, 5, key="k") == mode.rate(3, 5, key="k")
+    assert mode.rate(0, 0).value is None
+    assert FrequentistMode().rate(3, 4) == Estimate(0.75, None, None, 4)

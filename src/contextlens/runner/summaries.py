@@ -164,15 +164,21 @@ def merge_repeats(items: list[ItemResult], pass_mark: float = DEFAULT_PASS) -> I
 
 
 def _pass_rate(tally: Tally, mode: StatisticalMode, key: str) -> dict[str, float | int | None]:
-    """The share of scored items that passed, with an interval of the same statistical mode
-    as the mean's (each item a 0/1 outcome)."""
+    """The share of scored items that passed, with the interval of the mode's ``rate``
+    (a Beta posterior for :class:`~contextlens.stats.BayesianMode`); a mode without one
+    estimates the mean of the 0/1 outcomes."""
     outcomes = np.array([float(p) for _, p in sorted(tally.passed)], dtype=float)
     if not len(outcomes):
         return {"n_passed": 0, "pass_rate": None, "pass_low": None, "pass_high": None}
-    weights = np.full(len(outcomes), 1.0 / len(outcomes))
-    est = mode.estimate(outcomes, weights, key=f"{key}:pass")
+    passed = int(outcomes.sum())
+    rate = getattr(mode, "rate", None)
+    if callable(rate):
+        est = rate(passed, len(outcomes), key=f"{key}:pass")
+    else:
+        weights = np.full(len(outcomes), 1.0 / len(outcomes))
+        est = mode.estimate(outcomes, weights, key=f"{key}:pass")
     return {
-        "n_passed": int(outcomes.sum()),
+        "n_passed": passed,
         "pass_rate": float(outcomes.mean()),
         "pass_low": est.ci_low,
         "pass_high": est.ci_high,

@@ -100,6 +100,12 @@ class FrequentistMode:
             return Estimate(None, None, None, 0)
         return Estimate(float(np.dot(w, x) / w.sum()), None, None, int(x.size))
 
+    def rate(self, successes: int, trials: int, *, key: str = "") -> Estimate:
+        """The share ``successes / trials`` (a pass rate), without an interval."""
+        if trials <= 0:
+            return Estimate(None, None, None, 0)
+        return Estimate(successes / trials, None, None, int(trials))
+
     def __repr__(self) -> str:
         return "FrequentistMode()"
 
@@ -211,6 +217,23 @@ class BayesianMode:
         tail = (1.0 - self.ci_level) / 2.0
         low, high = np.quantile(draws, [tail, 1.0 - tail])
         return Estimate(value, float(low), float(high), n)
+
+    def rate(self, successes: int, trials: int, *, key: str = "") -> Estimate:
+        """The share ``successes / trials`` (a pass rate) with the equal-tailed credible
+        interval of its Beta(``beta_prior_a`` + successes, ``beta_prior_b`` + failures)
+        posterior, drawn from ``key``'s stream. Unlike a bootstrap of 0/1 outcomes, 5 passes
+        of 5 do not give a zero-width interval."""
+        if trials <= 0:
+            return Estimate(None, None, None, 0)
+        rng = np.random.default_rng(self.seed_sequence(key))
+        draws = rng.beta(
+            self.beta_prior_a + successes,
+            self.beta_prior_b + max(trials - successes, 0),
+            size=self.mc_samples,
+        )
+        tail = (1.0 - self.ci_level) / 2.0
+        low, high = np.quantile(draws, [tail, 1.0 - tail])
+        return Estimate(successes / trials, float(low), float(high), int(trials))
 
     def get_result_type(self) -> Literal["distribution"]:
         """What the primitives return: ``"distribution"`` (posterior summaries)."""
