@@ -38,7 +38,8 @@ ENV_SUPPORT_MODEL = "CONTEXTLENS_SUPPORT_MODEL"
 DESCRIPTIONS = {
     "features": "logistic model over word and embedding features (offline/weights/support.json)",
     "cross-encoder": "claim-evidence cross-encoder, MiniLM int8 ONNX "
-    "(offline/assets/support-crossencoder)",
+    "(offline/assets/support-crossencoder); held out, behind the features model on every "
+    "natural source (its model.json)",
     "multilingual": "multilingual-e5-small embeddings and figures "
     "(offline/weights/support_multilingual.json)",
     "relevance": "relevance model over the bundled embedder (offline/weights/relevance.json)",
