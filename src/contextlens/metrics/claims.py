@@ -44,6 +44,7 @@ from contextlens.metrics.base import (
     raw_reply,
     too_long,
 )
+from contextlens.metrics.calls import chunk_blocks, token_usage
 from contextlens.metrics.chunks import ChunkOptions, DuplicateGroup, Unit, chunk_units
 from contextlens.offline.language import is_english
 from contextlens.offline.routes import (
@@ -54,7 +55,7 @@ from contextlens.offline.routes import (
 )
 from contextlens.offline.support import SupportItem
 from contextlens.offline.text import sentences
-from contextlens.schemas import MetricResult, TokenUsage
+from contextlens.schemas import MetricResult
 
 log = logging.getLogger("contextlens.claims")
 
@@ -62,7 +63,6 @@ __all__ = [
     "ClaimCheck",
     "ClaimVerdict",
     "ClaimsDetails",
-    "chunk_blocks",
     "claims_schema",
 ]
 
@@ -127,15 +127,6 @@ def claims_schema(n_chunks: int, max_claims: int) -> type[ClaimsReply]:
     )
     model.n_claims = max_claims
     return model
-
-
-def chunk_blocks(texts: Sequence[str], block: DataBlocks | None = None) -> str:
-    """The chunks in numbered data blocks (1-based, in rank order); ``block``: the data
-    blocks of the whole prompt, which holds the chunks' texts."""
-    if not texts:
-        return "There are no retrieved chunks."
-    block = block or DataBlocks(*texts)
-    return "\n\n".join(f"Chunk {k}:\n{block('chunk', t)}" for k, t in enumerate(texts, 1))
 
 
 def _max_claims(text: str) -> int:
@@ -235,14 +226,11 @@ class ClaimCheck:
             )
             for c in out.claims
         ]
-        usage = judgement.usage
         details = self.details(
             method="judge",
             judge=judge,
             duplicates=groups,
-            usage=TokenUsage(
-                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
-            ),
+            usage=token_usage(judgement.usage),
             attempts=judgement.attempts,
             latency=judgement.latency,
         )

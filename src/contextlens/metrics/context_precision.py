@@ -41,6 +41,7 @@ from contextlens.metrics.base import (
     size_limit,
     too_long,
 )
+from contextlens.metrics.calls import token_usage
 from contextlens.metrics.registry import metric
 from contextlens.offline.language import is_english
 from contextlens.offline.precision import PrecisionItem, score_precision
@@ -51,7 +52,7 @@ from contextlens.offline.routes import (
     support_scorer,
 )
 from contextlens.redact import logger
-from contextlens.schemas import MetricResult, ModelTestCase, TokenUsage
+from contextlens.schemas import MetricResult, ModelTestCase
 
 log = logger("contextlens.context_precision")
 
@@ -375,12 +376,9 @@ class ContextPrecisionScorer:
             log.debug("%s: judge failed: %s", self.name, exc)
             details = PrecisionDetails(judge=judge, raw_reply=raw_reply(exc))
             return MetricResult(metric=self.name, score=None, error=str(exc), details=details)
-        usage = judgement.usage
         details = PrecisionDetails(
             judge=judge,
-            usage=TokenUsage(
-                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
-            ),
+            usage=token_usage(judgement.usage),
             attempts=judgement.attempts,
             latency=judgement.latency,
         )

@@ -26,18 +26,17 @@ the verdicts (the judged score is its case of 0/1 values); a chunk's verdict is 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from functools import cache
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from contextlens.backend import Message, Usage
+from contextlens.backend import Message
 from contextlens.embeddings.base import Embedder
-from contextlens.errors import InputError, JudgeError
-from contextlens.judges.base import Judgement, Reply
+from contextlens.errors import InputError
+from contextlens.judges.base import Reply
 from contextlens.judges.schema import Verdict, text_field
 from contextlens.metrics.base import (
     DEFAULT_MAX_EMBED_TOKENS,
@@ -47,15 +46,18 @@ from contextlens.metrics.base import (
     ReaderDetails,
     Services,
     build_messages,
-    estimate_tokens,
-    over_budget,
-    raw_reply,
     size_limit,
     too_long,
 )
+from contextlens.metrics.calls import (
+    CallFailed,
+    chunk_blocks,
+    halve_to_fit,
+    judge_calls,
+    token_usage,
+)
 from contextlens.metrics.chunks import ChunkOptions, DuplicateGroup, Unit, chunk_units
 from contextlens.metrics.claim_metric import case_chunks
-from contextlens.metrics.claims import chunk_blocks
 from contextlens.metrics.registry import metric
 from contextlens.offline.language import is_english
 from contextlens.offline.relevance import RelevanceItem
@@ -68,7 +70,7 @@ from contextlens.offline.routes import (
     support_scorer,
 )
 from contextlens.offline.support import SupportItem
-from contextlens.schemas import MetricResult, ModelTestCase, TokenUsage
+from contextlens.schemas import MetricResult, ModelTestCase
 
 log = logging.getLogger("contextlens.context_precision_ranked")
 
@@ -350,16 +352,11 @@ class RankedPrecisionMetric:
     ) -> list[tuple[list[Unit], list[Message]]]:
         """Each judge call's units and messages: all in one unless over the budget, else
         halves until each fits; :class:`OverBudget` names a chunk too large on its own."""
-        messages = self._messages(question, reference, units)
-        tokens = estimate_tokens(messages)
-        if tokens <= self.max_prompt_tokens:
-            return [(units, messages)]
-        if len(units) == 1:
-            where = f"retrieval_context[{units[0].first}] alone would make the prompt"
-            raise OverBudget(over_budget(tokens, self.max_prompt_tokens, where))
-        half = len(units) // 2
-        return self.calls(question, reference, units[:half]) + self.calls(
-            question, reference, units[half:]
+        return halve_to_fit(
+            units,
+            lambda part: self._messages(question, reference, part),
+            self.max_prompt_tokens,
+            lambda u: f"retrieval_context[{u.first}]",
         )
 
     async def _judged(
@@ -379,45 +376,30 @@ class RankedPrecisionMetric:
                 update={"max_prompt_tokens": self.max_prompt_tokens, "judge_calls": 0}
             )
             return MetricResult(metric=self.name, score=None, error=str(exc), details=details)
-        outcomes = await asyncio.gather(
-            *(judge.judge(messages, verdicts_schema(len(part))) for part, messages in calls),
-            return_exceptions=True,
+        replies = await judge_calls(
+            judge, [(messages, verdicts_schema(len(part))) for part, messages in calls]
         )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, JudgeError):
-                raise outcome
-        failed = [(i, o) for i, o in enumerate(outcomes, 1) if isinstance(o, JudgeError)]
-        if failed:
-            i, exc = failed[0]
-            where = f"call {i} of {len(calls)}: " if len(calls) > 1 else ""
-            log.debug("%s: judge failed: %s", self.name, exc)
+        if isinstance(replies, CallFailed):
+            log.debug("%s: judge failed: %s", self.name, replies.error)
             details = base.model_copy(
-                update={"raw_reply": raw_reply(exc), "judge_calls": len(calls)}
+                update={"raw_reply": replies.raw_reply, "judge_calls": len(calls)}
             )
-            return MetricResult(
-                metric=self.name, score=None, error=f"{where}{exc}", details=details
+            return MetricResult(metric=self.name, score=None, error=replies.error, details=details)
+        verdicts = [
+            ChunkVerdict(
+                chunk=u.first,
+                verdict=v.verdict,
+                reason=v.reason,
+                merged=list(u.indices[1:]) or None,
             )
-        verdicts: list[ChunkVerdict] = []
-        usage, attempts = Usage(), 0
-        for (part, _), outcome in zip(calls, outcomes, strict=True):
-            judgement = cast(Judgement[Any], outcome)
-            usage, attempts = usage + judgement.usage, attempts + judgement.attempts
-            verdicts.extend(
-                ChunkVerdict(
-                    chunk=u.first,
-                    verdict=v.verdict,
-                    reason=v.reason,
-                    merged=list(u.indices[1:]) or None,
-                )
-                for u, v in zip(part, judgement.output.verdicts, strict=True)
-            )
+            for (part, _), judgement in zip(calls, replies.judgements, strict=True)
+            for u, v in zip(part, judgement.output.verdicts, strict=True)
+        ]
         details = base.model_copy(
             update={
                 "judge_calls": len(calls),
-                "attempts": attempts,
-                "usage": TokenUsage(
-                    prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
-                ),
+                "attempts": replies.attempts,
+                "usage": token_usage(replies.usage),
             }
         )
         return self._result(verdicts, details, None)

@@ -43,20 +43,19 @@ chunks is a computed 0.0 ("the retrieval context is empty"), not a failure. A bl
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 import warnings
 from collections.abc import Callable, Sequence
 from functools import cache
 from string import Template
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from contextlens.backend import Message, Usage
+from contextlens.backend import Message
 from contextlens.errors import InputError, JudgeError
-from contextlens.judges.base import DEFAULT_FENCE, Judgement, Reply
+from contextlens.judges.base import DEFAULT_FENCE, Reply
 from contextlens.judges.parsing import format_instructions
 from contextlens.judges.schema import Verdict, text_field
 from contextlens.metrics.base import (
@@ -77,13 +76,20 @@ from contextlens.metrics.base import (
     text_tokens,
     too_long,
 )
+from contextlens.metrics.calls import (
+    CallFailed,
+    chunk_blocks,
+    halve_to_fit,
+    judge_calls,
+    token_usage,
+)
 from contextlens.metrics.registry import metric
 from contextlens.offline.language import is_english
 from contextlens.offline.relevance import RelevanceItem, StatementRelevance
 from contextlens.offline.routes import relevance_route, score_relevance_routed
 from contextlens.offline.text import sentences
 from contextlens.redact import logger
-from contextlens.schemas import MetricResult, ModelTestCase, TokenUsage
+from contextlens.schemas import MetricResult, ModelTestCase
 
 log = logger("contextlens.contextual_relevancy")
 
@@ -324,12 +330,6 @@ def _numbered(chunks: Sequence[str]) -> list[str]:
     return texts
 
 
-def _chunk_blocks(numbered: Sequence[str], block: DataBlocks | None = None) -> str:
-    """Each chunk's numbered statements (:func:`_numbered`) in its data block."""
-    block = block or DataBlocks(*numbered)
-    return "\n\n".join(f"Chunk {k}:\n{block('chunk', t)}" for k, t in enumerate(numbered, 1))
-
-
 def _mentions(text: str, name: str) -> bool:
     return re.search(rf"\$(?:{name}\b|\{{{name}\}})", text) is not None
 
@@ -399,7 +399,7 @@ def relevancy_messages(
     schema = reply_schema(chunks, include_reason)
     numbered = _numbered(chunks)
     block = DataBlocks(input_text, *numbered)
-    input_block, chunks_block = block("input", input_text), _chunk_blocks(numbered, block)
+    input_block, chunks_block = block("input", input_text), chunk_blocks(numbered, block)
     builder = _template_builder(template)
     if builder is None:
         return build_messages(
@@ -648,7 +648,7 @@ class ContextualRelevancyScorer:
         current: list[Chunk] = []
         size = overhead
         for chunk in chunks:
-            cost = text_tokens(_chunk_blocks(_numbered([chunk[1]])) + "\n\n")
+            cost = text_tokens(chunk_blocks(_numbered([chunk[1]])) + "\n\n")
             if current and size + cost > budget:
                 out.append(current)
                 current, size = [], overhead
@@ -662,23 +662,16 @@ class ContextualRelevancyScorer:
     def _fit(self, input_text: str, batch: list[Chunk]) -> list[tuple[list[Chunk], list[Message]]]:
         """``batch``'s call, halved until each part's prompt is within the budget; a chunk
         over it on its own raises :class:`OverBudget` naming it."""
-        messages = self._messages(input_text, [t for _, t in batch])
-        tokens = estimate_tokens(messages)
-        if tokens <= self.max_prompt_tokens:
-            return [(batch, messages)]
-        if len(batch) == 1:
-            where = f"retrieval_context[{batch[0][0]}] alone would make the prompt"
-            raise OverBudget(over_budget(tokens, self.max_prompt_tokens, where))
-        half = len(batch) // 2
-        return self._fit(input_text, batch[:half]) + self._fit(input_text, batch[half:])
+        return halve_to_fit(
+            batch,
+            lambda part: self._messages(input_text, [t for _, t in part]),
+            self.max_prompt_tokens,
+            lambda chunk: f"retrieval_context[{chunk[0]}]",
+        )
 
-    async def _judge_batch(
-        self, batch: list[Chunk], messages: list[Message], services: Services
-    ) -> Judgement[Any]:
-        assert services.judge is not None
+    def _schema(self, batch: list[Chunk]) -> type[VerdictsReply]:
         with_reason = self.include_reason and not self._reason_call
-        schema = reply_schema([text for _, text in batch], with_reason)
-        return await services.judge.judge(messages, schema)
+        return reply_schema([text for _, text in batch], with_reason)
 
     async def _judged(
         self, input_text: str, chunks: list[Chunk], services: Services
@@ -690,29 +683,21 @@ class ContextualRelevancyScorer:
         except OverBudget as exc:
             return self._failed(str(exc), judge_name, 0, max_prompt_tokens=self.max_prompt_tokens)
         batches = [batch for batch, _ in calls]
-        outcomes = await asyncio.gather(
-            *(self._judge_batch(batch, messages, services) for batch, messages in calls),
-            return_exceptions=True,
+        replies = await judge_calls(
+            services.judge, [(messages, self._schema(batch)) for batch, messages in calls]
         )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, JudgeError):
-                raise outcome
-        failures = [(i, o) for i, o in enumerate(outcomes, 1) if isinstance(o, JudgeError)]
-        if failures:
-            i, exc = failures[0]
-            where = f"call {i} of {len(batches)}: " if len(batches) > 1 else ""
-            return self._failed(f"{where}{exc}", judge_name, len(batches), raw_reply=raw_reply(exc))
+        if isinstance(replies, CallFailed):
+            return self._failed(
+                replies.error, judge_name, len(batches), raw_reply=replies.raw_reply
+            )
         verdicts: list[StatementVerdict] = []
         reasons: list[str] = []
-        usage, attempts = Usage(), 0
-        for batch, outcome in zip(batches, outcomes, strict=True):
-            judgement = cast(Judgement[Any], outcome)
-            out = judgement.output
-            usage, attempts = usage + judgement.usage, attempts + judgement.attempts
-            verdicts.extend(_verdicts(batch, out))
-            reason = (getattr(out, "reason", None) or "").strip()
+        for batch, judgement in zip(batches, replies.judgements, strict=True):
+            verdicts.extend(_verdicts(batch, judgement.output))
+            reason = (getattr(judgement.output, "reason", None) or "").strip()
             if reason:
                 reasons.append(reason)
+        usage, attempts = replies.usage, replies.attempts
         n_calls = len(batches)
         if self._reason_call:
             relevant = sum(v.verdict == "yes" for v in verdicts)
@@ -744,11 +729,7 @@ class ContextualRelevancyScorer:
             judge=judge_name,
             judge_calls=n_calls,
             attempts=attempts,
-            usage=TokenUsage(
-                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
-            )
-            if usage.total_tokens
-            else None,
+            usage=token_usage(usage) if usage.total_tokens else None,
         )
         return self._result(verdicts, " ".join(reasons) or None, details)
 
