@@ -696,7 +696,7 @@ def nearest(results: list[dict[str, Any]]) -> str:
 # faithfulness, context-recall and context-precision-ranked against DeepEval's
 # FaithfulnessMetric, ContextualRecallMetric and ContextualPrecisionMetric on the same
 # workload and the same kind of server, through the same run_library; the metric goes to
-# the drivers (peers/drive_contextlens_rag.py, peers/drive_deepeval_rag.py) as --metric.
+# the drivers (peers/drive_contextlens.py, peers/drive_deepeval.py) as --metric.
 
 RAG_PEERS = {
     "faithfulness": "FaithfulnessMetric",
@@ -780,13 +780,13 @@ def rag_metrics(args: argparse.Namespace) -> None:
             PEERS[f"contextlens-{metric}"] = (
                 Path(sys.executable),
                 contextlens_reply,
-                "contextlens_rag",
+                "contextlens",
                 ["--metric", metric],
             )
             PEERS[f"deepeval-{metric}"] = (
                 PEERS_PYTHON,
                 deepeval_rag_reply,
-                "deepeval_rag",
+                "deepeval",
                 ["--metric", metric],
             )
             for name in (f"contextlens-{metric}", f"deepeval-{metric}"):

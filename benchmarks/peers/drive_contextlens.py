@@ -1,6 +1,7 @@
 """A contextlens metric over the workload, through ``contextlens.evaluate``: contextual
-relevancy (``ContextualRelevancyMetric``, the default) or context precision
-(``--metric context-precision``, the metric behind Opik's ``ContextPrecision`` surface).
+relevancy (``ContextualRelevancyMetric``, the default), or by ``--metric`` context precision
+(the metric behind Opik's ``ContextPrecision`` surface) or a RAG metric (faithfulness,
+context-recall, context-precision-ranked).
 
 Run by bench_peers.py with the project's venv. The judge is the spec string
 ``"{base_url}#MODEL"`` (contextlens' OpenAI-compatible backend), the cache is off, at most N
@@ -16,14 +17,19 @@ from contextlens import ContextualRelevancyMetric
 from contextlens.runner import evaluate
 from contextlens.schemas import ModelTestCase
 
-METRICS = {
-    "contextual-relevancy": lambda: ContextualRelevancyMetric(threshold=0.5),
-    "context-precision": lambda: "context-precision",
-}
+#: The metrics of ``--metric``: contextual relevancy through its DeepEval-shaped class, the
+#: others by name.
+METRICS = [
+    "contextual-relevancy",
+    "context-precision",
+    "faithfulness",
+    "context-recall",
+    "context-precision-ranked",
+]
 
 
 def main() -> None:
-    args = parse_args(__doc__ or "", metrics=list(METRICS))
+    args = parse_args(__doc__ or "", metrics=METRICS)
     raw = load_cases(args)
     cases = [
         ModelTestCase(
@@ -35,7 +41,11 @@ def main() -> None:
         )
         for i, c in enumerate(raw)
     ]
-    metric = METRICS[args.metric]()
+    metric = (
+        ContextualRelevancyMetric(threshold=0.5)
+        if args.metric == "contextual-relevancy"
+        else args.metric
+    )
     with timed() as timer:
         run = evaluate(
             cases,

@@ -1,4 +1,6 @@
-"""DeepEval's ContextualRelevancyMetric over the workload, through ``deepeval.evaluate``.
+"""A DeepEval metric over the workload, through ``deepeval.evaluate``: ContextualRelevancyMetric
+(the default) or, by ``--metric``, the nearest peer of a contextlens RAG metric
+(FaithfulnessMetric, ContextualRecallMetric, ContextualPrecisionMetric).
 
 Run by bench_peers.py with benchmarks/.peers-venv/bin/python. The judge is DeepEval's own
 ``GPTModel`` with ``base_url`` set to the fake server; evaluation goes through DeepEval's
@@ -17,13 +19,27 @@ import deepeval
 from _common import load_cases, parse_args, timed, write_result
 from deepeval import evaluate
 from deepeval.evaluate import AsyncConfig, CacheConfig, DisplayConfig, ErrorConfig
-from deepeval.metrics import ContextualRelevancyMetric
+from deepeval.metrics import (
+    ContextualPrecisionMetric,
+    ContextualRecallMetric,
+    ContextualRelevancyMetric,
+    FaithfulnessMetric,
+)
 from deepeval.models import GPTModel
 from deepeval.test_case import LLMTestCase
 
+#: Each contextlens metric (``--metric``) and its DeepEval peer.
+PEER = {
+    "contextual-relevancy": ContextualRelevancyMetric,
+    "faithfulness": FaithfulnessMetric,
+    "context-recall": ContextualRecallMetric,
+    "context-precision-ranked": ContextualPrecisionMetric,
+}
+
 
 def main() -> None:
-    args = parse_args(__doc__ or "")
+    args = parse_args(__doc__ or "", metrics=list(PEER))
+    kind = PEER[args.metric]
     raw = load_cases(args)
     cases = [
         LLMTestCase(
@@ -35,7 +51,7 @@ def main() -> None:
         for c in raw
     ]
     model = GPTModel(model=args.model, base_url=args.base_url, api_key="sk-fake")
-    metric = ContextualRelevancyMetric(threshold=0.5, model=model)
+    metric = kind(threshold=0.5, model=model)
     with timed() as timer:
         result = evaluate(
             cases,
@@ -60,8 +76,8 @@ def main() -> None:
         args,
         library="deepeval",
         version=deepeval.__version__,
-        method="ContextualRelevancyMetric, evaluate(AsyncConfig(max_concurrent="
-        f"{args.concurrency})), GPTModel(base_url=...)",
+        method=f"{kind.__name__}, evaluate(AsyncConfig(max_concurrent={args.concurrency})), "
+        "GPTModel(base_url=...)",
         timer=timer,
         scores=scores,
         errors=errors[:3],
