@@ -14,7 +14,7 @@ from contextlens.offline.crossencoder import (
     default_cross_encoder,
 )
 from contextlens.offline.routes import resolve_support_model
-from contextlens.offline.support import SupportItem
+from contextlens.offline.support import SupportItem, score_support
 from contextlens.offline.support_ce import score_support_ce
 
 try:
@@ -78,6 +78,12 @@ def test_the_cross_encoder_reads_a_changed_figure_against_its_evidence():
     )
     assert good.score > bad.score
     assert bad.claims[0].new_numbers == ("1962",)
+    # the evidence a report shows beside a claim: the same as the feature reader's
+    (by_features,) = asyncio.run(
+        score_support([SupportItem(SWAPPED, [CONTEXT])], default_embedder())
+    )
+    assert bad.claims[0].closest and bad.claims[0].closest in CONTEXT
+    assert bad.claims[0].closest == by_features.claims[0].closest
 
 
 def test_a_metric_takes_the_cross_encoder_as_an_option_and_says_so():

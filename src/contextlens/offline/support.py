@@ -250,6 +250,41 @@ def _features(
     return out
 
 
+NO_EVIDENCE = "There is no context to support the reply."
+
+
+def unscored(f: ItemFeatures) -> SupportResult | None:
+    """The result of an item with no claim or no evidence (score 0, saying which); None when
+    it has both."""
+    if not f.claims:
+        return SupportResult(0.0, (), "The reply is empty: nothing follows the context.")
+    if f.rows is None:
+        return SupportResult(0.0, (), NO_EVIDENCE)
+    return None
+
+
+def claim_supports(
+    f: ItemFeatures, supports: Sequence[float] | np.ndarray
+) -> tuple[ClaimSupport, ...]:
+    """Each claim of a scored item (:func:`unscored` is None) with its word-level findings,
+    its closest evidence sentence and ``supports``, its support by the reader that scored."""
+    assert f.rows is not None
+    return tuple(
+        ClaimSupport(
+            sentence=c,
+            similarity=float(row[0]),
+            overlap=float(row[2]),
+            new_numbers=d.new_numbers,
+            support=float(p),
+            new_names=d.new_names,
+            negation_mismatch=d.negation_mismatch,
+            opposites=d.antonyms,
+            closest=near,
+        )
+        for c, row, d, p, near in zip(f.claims, f.rows, f.details, supports, f.closest, strict=True)
+    )
+
+
 def reason_for(claims: Sequence[ClaimSupport]) -> str:
     """The reason of a reply's support: claims supported, and the least supported one."""
     supported = sum(c.support >= 0.5 for c in claims)
@@ -303,33 +338,13 @@ async def score_support(
     results: list[SupportResult] = []
     k = start = 0
     for f in feats:
-        if not f.claims:
-            results.append(
-                SupportResult(0.0, (), "The reply is empty: nothing follows the context.")
-            )
-            continue
-        if f.rows is None:
-            results.append(SupportResult(0.0, (), "There is no context to support the reply."))
+        empty = unscored(f)
+        if empty is not None:
+            results.append(empty)
             continue
         n = len(f.claims)
-        probs = claim_p[start : start + n]
+        claims = claim_supports(f, claim_p[start : start + n])
         start += n
-        claims = tuple(
-            ClaimSupport(
-                sentence=c,
-                similarity=float(row[0]),
-                overlap=float(row[2]),
-                new_numbers=d.new_numbers,
-                support=float(p),
-                new_names=d.new_names,
-                negation_mismatch=d.negation_mismatch,
-                opposites=d.antonyms,
-                closest=near,
-            )
-            for c, row, d, p, near in zip(
-                f.claims, f.rows, f.details, probs, f.closest, strict=True
-            )
-        )
         score = float(reply_p[k])
         k += 1
         results.append(SupportResult(score, claims, reason_for(claims)))

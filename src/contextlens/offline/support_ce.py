@@ -17,11 +17,13 @@ from contextlens.embeddings.base import Embedder
 from contextlens.offline.crossencoder import CrossEncoder, claim_pairs, default_cross_encoder
 from contextlens.offline.support import (
     MIN_WEIGHT,
-    ClaimSupport,
+    NO_EVIDENCE,
     SupportItem,
     SupportResult,
+    claim_supports,
     reason_for,
     support_features,
+    unscored,
 )
 
 
@@ -42,28 +44,12 @@ async def score_support_ce(
     results: list[SupportResult] = []
     start = 0
     for f, p in zip(feats, pairs, strict=True):
-        if not f.claims:
-            results.append(
-                SupportResult(0.0, (), "The reply is empty: nothing follows the context.")
-            )
-            continue
-        if f.rows is None or not p.pairs:
-            results.append(SupportResult(0.0, (), "There is no context to support the reply."))
+        empty = unscored(f) or (None if p.pairs else SupportResult(0.0, (), NO_EVIDENCE))
+        if empty is not None:
+            results.append(empty)
             continue
         part = probs[start : start + len(p.pairs)]
         start += len(p.pairs)
-        claims = tuple(
-            ClaimSupport(
-                sentence=c,
-                similarity=float(row[0]),
-                overlap=float(row[2]),
-                new_numbers=d.new_numbers,
-                support=float(q),
-                new_names=d.new_names,
-                negation_mismatch=d.negation_mismatch,
-                opposites=d.antonyms,
-            )
-            for c, row, d, q in zip(f.claims, f.rows, f.details, part, strict=True)
-        )
+        claims = claim_supports(f, part)
         results.append(SupportResult(aggregate(part), claims, reason_for(claims)))
     return results
