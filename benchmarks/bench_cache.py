@@ -52,7 +52,7 @@ def main() -> None:
                 max_concurrency=args.concurrency,
             )
             calls = server.stats()["calls"]
-            acct = timed.run.accounting["total"]
+            acct = timed.run.accounting.total
             summary = timed.run.summaries["context"]
             assert summary.n == args.sessions and summary.n_failed == 0, summary
             results[label] = (timed.wall_s, calls)
@@ -62,8 +62,8 @@ def main() -> None:
                     f"#{model}",
                     timed.wall_s,
                     calls,
-                    acct["calls"],
-                    acct["cache_hits"],
+                    acct.calls,
+                    acct.cache_hits,
                     round(summary.mean, 4),
                 ]
             )

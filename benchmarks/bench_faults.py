@@ -66,7 +66,7 @@ def main() -> None:
                 or item.error
             )
             reasons[(label, _short(detail))] += 1
-        acct = timed.run.accounting["total"]
+        acct = timed.run.accounting.total
         walls.append(timed.wall_s)
         rows.append(
             [
@@ -78,9 +78,9 @@ def main() -> None:
                 stats["calls"],
                 stats["status_counts"].get(429, 0),
                 stats["reasks"],
-                acct["retries"],
-                acct["cache_hits"],
-                acct["failures"],
+                acct.retries,
+                acct.cache_hits,
+                acct.failures,
             ]
         )
 

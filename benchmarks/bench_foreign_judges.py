@@ -92,7 +92,7 @@ def storm_run(kind: str, args: argparse.Namespace) -> None:
     assert summary.n_scored == args.sessions, summary
     print(
         f"{kind}: {args.sessions} items in {wall:.1f} s; scored {summary.n_scored}, failed "
-        f"{summary.n_failed}; {acct['calls']} calls, {acct['retries']} retries, "
+        f"{summary.n_failed}; {acct.calls} calls, {acct.retries} retries, "
         f"{limiter.rate_limited} rate-limited; limit {args.concurrency} -> lowest {limiter.lowest} "
         f"-> {limiter.limit} at the end\n"
     )

@@ -30,6 +30,7 @@ from typing import Any
 from _workload import header, print_table
 
 from contextlens import evaluate
+from contextlens.engine.accounting import Counts
 from contextlens.engine.limiter import limiter_for
 from contextlens.judges.spec import JudgeSpec
 from contextlens.loaders import load_cases
@@ -48,14 +49,14 @@ def one_run(
     wall = time.perf_counter() - t0
     rows = []
     for name, summary in run.summaries.items():
-        counts = run.accounting["by_metric"].get(name, {})
+        counts = run.accounting.by_metric.get(name, Counts())
         results = [r for r in run.results if r.metric == name]
         interactions = [i for r in results for i in getattr(r.details, "interactions", [])]
         # a session is scored from its replies: count the replies that failed
         failed = [i for i in interactions if i.error] or [r for r in results if r.failed]
         for item in failed if must_pass else []:
             print(f"FAILED {label} {name}: {item}", file=sys.stderr)
-        calls = counts.get("calls", 0)
+        calls = counts.calls
         rows.append(
             [
                 label,
@@ -63,10 +64,10 @@ def one_run(
                 f"{summary.n}" + (f" ({len(interactions)} replies)" if interactions else ""),
                 len(failed),
                 calls,
-                counts.get("retries", 0),
+                counts.retries,
                 limiter_for(backend.key).timeouts,
-                counts.get("completion_tokens", 0),
-                f"{counts.get('seconds', 0.0) / calls:.1f}" if calls else "-",
+                counts.completion_tokens,
+                f"{counts.seconds / calls:.1f}" if calls else "-",
                 f"{wall:.0f}",
             ]
         )

@@ -105,7 +105,7 @@ def main() -> None:
             for item in run.failures()
         )
     summary = run.summaries["context"]
-    acct = run.accounting["total"]
+    acct = run.accounting.total
     lost = args.sessions - len(lines)
     duplicated = sum(n - 1 for n in lines.values() if n > 1)
     unexpected = {r: n for r, n in reasons.items() if not r.startswith(EXPECTED_FAILURE)}
@@ -132,10 +132,10 @@ def main() -> None:
                 summary.n_failed,
                 lost,
                 duplicated,
-                acct["calls"],
-                acct["dropped"],
+                acct.calls,
+                acct.dropped,
                 stats["calls"],
-                acct["retries"],
+                acct.retries,
                 stats["status_counts"].get(429, 0),
                 round(args.sessions * faults["timeout_rate"]),
                 ", ".join(restarts),
@@ -147,7 +147,7 @@ def main() -> None:
     for reason, count in reasons.most_common():
         print(f"  {count} x {reason[:110]}")
     print(f"unexpected failures: {sum(unexpected.values())}")
-    counted = acct["calls"] <= stats["calls"] <= acct["calls"] + acct["dropped"]
+    counted = acct.calls <= stats["calls"] <= acct.calls + acct.dropped
     ok = lost == 0 and duplicated == 0 and counted and not unexpected
     print(
         f"target: {'MET   ' if ok else 'MISSED'} 0 lost, 0 duplicated, counted <= received <= "

@@ -40,12 +40,12 @@ def main() -> None:
     for item in run.results:
         score = "failed: " + str(item.error) if item.score is None else f"{item.score:.3f}"
         print(f"{item.case_id}\t{score}")
-    total = run.accounting["total"]
-    calls = max(total["calls"], 1)
+    total = run.accounting.total
+    calls = max(total.calls, 1)
     print(f"mean {run.summaries['contextual-relevancy'].mean}")
     print(
-        f"{total['calls']} calls, {total['prompt_tokens'] / calls:.0f} prompt and "
-        f"{total['completion_tokens'] / calls:.0f} completion tokens per call, {wall:.1f} s"
+        f"{total.calls} calls, {total.prompt_tokens / calls:.0f} prompt and "
+        f"{total.completion_tokens / calls:.0f} completion tokens per call, {wall:.1f} s"
     )
 
 

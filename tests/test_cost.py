@@ -194,7 +194,7 @@ def test_a_capped_run_never_spends_past_its_cap(cap, tmp_path):
                        max_cost=cap, progress=False)  # fmt: skip
         paid = spent(server)
     summary = run.summaries["contextual-relevancy"]
-    assert paid <= cap and run.accounting["total"]["cost"] <= cap
+    assert paid <= cap and run.accounting.total.cost <= cap
     assert run.stopped is not None and f"${cap:g}" in run.stopped
     assert summary.n_not_run > 0 and summary.n_failed == 0
     assert summary.n_scored + summary.n_not_run == len(cases)
@@ -302,7 +302,7 @@ def test_the_cap_charges_the_cost_a_model_reports_as_the_ledger_counts_it():
     reporting = ReportingModel(1e-7)  # far below its reservation: every case fits the cap
     run = evaluate(cases, ["context-precision"], judge=reporting, **options)
     assert reporting.calls == 10 and run.stopped is None
-    assert run.accounting["total"]["cost"] == pytest.approx(10 * 1e-7)
+    assert run.accounting.total.cost == pytest.approx(10 * 1e-7)
 
 
 def test_a_reported_cost_over_the_reservation_is_charged_whole_and_stops_the_run():

@@ -179,9 +179,9 @@ def test_absurd_token_counts_are_not_believed_and_the_valid_reply_is_kept(tmp_pa
             progress=False,
         )
     assert [r.score for r in run.results] == [0.8, 0.8]
-    total = run.accounting["total"]
-    assert total["prompt_tokens"] == total["completion_tokens"] == 0
-    assert total["cost"] >= 0
+    total = run.accounting.total
+    assert total.prompt_tokens == total.completion_tokens == 0
+    assert total.cost >= 0
 
 
 def test_a_redirect_is_named_as_such_and_not_followed():

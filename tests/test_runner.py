@@ -99,8 +99,8 @@ def test_rate_limits_are_retried_honouring_retry_after_and_counted():
         elapsed = time.perf_counter() - start
         assert server.calls == 4
     assert run.summaries["context"].n_failed == 0
-    assert run.accounting["total"]["retries"] == 3
-    assert run.accounting["total"]["calls"] == 4
+    assert run.accounting.total.retries == 3
+    assert run.accounting.total.calls == 4
     assert elapsed >= 0.4  # two Retry-After waits of 0.2 s, one after the other
 
 
@@ -112,7 +112,7 @@ def test_cache_hits_and_invalidation(tmp_path):
         assert server.calls == 8
         again = evaluate(sessions(4, 2), [Context()], judge=judge_spec(server), **kw)
         assert server.calls == 8  # zero new calls
-        assert again.accounting["total"]["cache_hits"] == 8
+        assert again.accounting.total.cache_hits == 8
         evaluate(sessions(4, 2), [Context()], judge=judge_spec(server, "other-model"), **kw)
         assert server.calls == 16  # a new model is a new key
         changed = sessions(4, 2)
@@ -166,12 +166,12 @@ def test_accounting_matches_the_server():
             cache=False,
             progress=False,
         )
-        total = run.accounting["total"]
-        assert total["calls"] == server.calls == 12
-        assert total["prompt_tokens"] == server.prompt_tokens
-        assert total["completion_tokens"] == server.completion_tokens
-        assert total["cost"] > 0
-        assert run.summaries["context"].accounting["calls"] == 12
+        total = run.accounting.total
+        assert total.calls == server.calls == 12
+        assert total.prompt_tokens == server.prompt_tokens
+        assert total.completion_tokens == server.completion_tokens
+        assert total.cost > 0
+        assert run.summaries["context"].accounting.calls == 12
 
 
 def test_streaming_keeps_finished_results_when_the_input_breaks(tmp_path):
@@ -198,7 +198,7 @@ def test_streaming_keeps_finished_results_when_the_input_breaks(tmp_path):
 def test_offline_run_needs_no_judge_and_scores_everything():
     run = evaluate(sessions(3, 2), [Context()], cache=False, progress=False)
     assert run.judge == "offline" and run.summaries["context"].n_scored == 3
-    assert run.accounting["total"]["calls"] == 0
+    assert run.accounting.total.calls == 0
 
 
 class CountingEmbedder:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from contextlens import store as store_mod
+from contextlens.engine.accounting import Counts, LedgerReport
 from contextlens.errors import InputError
 from contextlens.runner import EvalRun, ItemResult, MetricSummary, evaluate
 from contextlens.schemas import MetricResult, ModelTestCase
@@ -57,7 +58,7 @@ def make_run(run_id: str, scores: list[float | None], started: str = "2024-05-01
         embedder="minilm",
         repeats=1,
         summaries={"m": summary},
-        accounting={"calls": 0},
+        accounting=LedgerReport(total=Counts(calls=3, cost=0.25)),
         results=results,
     )
 
@@ -84,7 +85,7 @@ def test_round_trip(store, tmp_path):
     assert loaded.results == run.results  # streamed from the store when asked
     assert list(loaded.iter_results()) == run.results
     assert loaded.summaries == run.summaries
-    assert loaded.accounting == {"calls": 0}
+    assert loaded.accounting == LedgerReport(total=Counts(calls=3, cost=0.25))
     assert (loaded.judge, loaded.embedder, loaded.started_at) == (
         "offline",
         "minilm",

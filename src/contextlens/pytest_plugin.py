@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from contextlens.engine.accounting import Counts, LedgerReport
 from contextlens.errors import ContextLensError
 from contextlens.metrics.base import own_threshold
 from contextlens.metrics.registry import key_of, match
@@ -52,7 +53,7 @@ class _Collector:
     started: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     t0: float = field(default_factory=time.perf_counter)
     items: list[ItemResult] = field(default_factory=list)
-    accounting: dict[str, dict[str, float]] = field(default_factory=dict)
+    accounting: dict[str, Counts] = field(default_factory=dict)
     judges: list[str] = field(default_factory=list)
     embedders: list[str] = field(default_factory=list)
     calls_per_test: dict[str, int] = field(default_factory=dict)
@@ -68,10 +69,8 @@ class _Collector:
     def add(self, run: EvalRun, items: Sequence[ItemResult]) -> None:
         self.items.extend(items)
         for name, summary in run.summaries.items():
-            into = self.accounting.setdefault(name, {})
-            for key, value in summary.accounting.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    into[key] = into.get(key, 0) + value
+            if summary.accounting is not None:
+                self.accounting[name] = self.accounting.get(name, Counts()) + summary.accounting
         for seen, value in ((self.judges, run.judge), (self.embedders, run.embedder)):
             if value not in seen:
                 seen.append(value)
@@ -224,7 +223,7 @@ async def aassert_context(
 
 
 def _summary(
-    name: MetricKey, items: Sequence[ItemResult], accounting: dict[str, Any]
+    name: MetricKey, items: Sequence[ItemResult], accounting: Counts | None
 ) -> MetricSummary:
     scores = np.array([i.score for i in items if not i.failed and i.score is not None], float)
     mode = BayesianMode()
@@ -252,14 +251,11 @@ def collected_run(collector: _Collector | None = None) -> EvalRun | None:
         name: _summary(
             name,
             [i for i in collector.items if i.metric == name],
-            collector.accounting.get(name, {}),
+            collector.accounting.get(name),
         )
         for name in names
     }
-    total: dict[str, float] = {}
-    for counts in collector.accounting.values():
-        for key, value in counts.items():
-            total[key] = total.get(key, 0) + value
+    total = sum(collector.accounting.values(), Counts())
     return EvalRun(
         run_id=uuid.uuid4().hex[:12],
         started_at=collector.started.isoformat(timespec="seconds"),
@@ -268,7 +264,7 @@ def collected_run(collector: _Collector | None = None) -> EvalRun | None:
         embedder=", ".join(collector.embedders),
         repeats=1,
         summaries=summaries,
-        accounting={"total": total, "by_metric": collector.accounting, "entries": []},
+        accounting=LedgerReport(total=total, by_metric=dict(collector.accounting)),
         results=list(collector.items),
     )
 

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from contextlens.cases import CASES_FILE, CaseRecord, Lines, whole_lines
+from contextlens.engine.accounting import Counts, LedgerReport
 from contextlens.metrics.registry import details_type, match
 from contextlens.metrics.settings import MetricSettings
 from contextlens.schemas import MetricDetails, MetricKey, ModelTestCase
@@ -113,7 +114,8 @@ class MetricSummary(BaseModel):
     judge_spread: float | None = None
     judge: str | None = None
     seconds: float = 0.0
-    accounting: dict[str, Any] = Field(default_factory=dict)
+    accounting: Counts | None = None
+    """What the metric's judge calls took; None when it recorded none (offline)."""
     settings: MetricSettings | None = None
     """The metric's configuration in the run (its settings and prompts; its pass mark is
     ``threshold``)."""
@@ -143,7 +145,7 @@ class EvalRun(BaseModel):
     embedder: str
     repeats: int
     summaries: dict[str, MetricSummary]
-    accounting: dict[str, Any]
+    accounting: LedgerReport = Field(default_factory=LedgerReport)
     config: dict[str, Any] = Field(default_factory=dict)
     out_dir: str | None = None
     stopped: str | None = None

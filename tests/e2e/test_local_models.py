@@ -149,8 +149,8 @@ def test_a_users_own_chat_model_on_the_llama_cpp_server_gets_constrained_json(
     run = evaluate(rag_cases(), ["context-precision"], judge=judge, cache=False, progress=False)
     summary = run.summaries["context-precision"]
     assert summary.n_failed == 0, [(r.case_id, r.error) for r in run.results]
-    total = run.accounting["total"]
+    total = run.accounting.total
     # one call per case, plus the refused format (and any that timed out on a busy
     # machine): each of those was retried, so nothing else was asked again
-    assert total["calls"] - total["retries"] == len(rag_cases()) and total["retries"] >= 1
-    assert total["completion_tokens"] > 0
+    assert total.calls - total.retries == len(rag_cases()) and total.retries >= 1
+    assert total.completion_tokens > 0

@@ -332,7 +332,7 @@ def test_both_shapes_judge_every_metric_in_one_evaluate_run(server):
     assert run.summaries["context-precision"].judge == "opik-model:my-opik-judge"
     assert run.summaries["contextual-relevancy"].judge == "deepeval-model:my-gpt"
     assert all(s.n_failed == 0 for s in run.summaries.values())
-    assert run.summaries["contextual-relevancy"].accounting["cost"] > 0
+    assert run.summaries["contextual-relevancy"].accounting.cost > 0
     assert server.calls == 8
 
 

@@ -20,13 +20,13 @@ from contextlens.engine.accounting import (
 )
 
 
-def test_counts_add_and_to_dict() -> None:
+def test_counts_add_and_dump() -> None:
     a = Counts(calls=1, dropped=8, cache_hits=2, retries=3, failures=4, prompt_tokens=5,
                completion_tokens=6, cost=0.5, unpriced_calls=7, seconds=1.5)  # fmt: skip
     b = Counts(calls=10, dropped=80, cache_hits=20, retries=30, failures=40, prompt_tokens=50,
                completion_tokens=60, cost=0.25, unpriced_calls=70, seconds=3.0)  # fmt: skip
     total = a + b
-    assert total.to_dict() == {
+    assert total.model_dump() == {
         "calls": 11,
         "dropped": 88,
         "cache_hits": 22,
@@ -112,7 +112,7 @@ def test_ledger_uses_module_prices_at_record_time() -> None:
     assert total.cost == pytest.approx(1.0)
 
 
-def test_by_metric_total_and_to_dict() -> None:
+def test_by_metric_total_and_report() -> None:
     ledger = Ledger()
     ledger.record(metric="a", judge="j1", model="gpt-4o-mini", usage=Usage(10, 5), calls=1)
     ledger.record(metric="a", judge="j2", cache_hits=1)
@@ -123,10 +123,19 @@ def test_by_metric_total_and_to_dict() -> None:
     assert by_metric["b"].retries == 2 and by_metric["b"].failures == 1
     assert ledger.by_judge()["j1"].calls == 4
     assert ledger.total().calls == 4
-    data = ledger.to_dict()
-    assert data["total"] == ledger.total().to_dict()
-    assert data["by_metric"]["b"]["calls"] == 3
-    assert len(data["entries"]) == 3
+    data = ledger.report()
+    assert data.total == ledger.total()
+    assert data.by_metric["b"].calls == 3
+    assert len(data.entries) == 3
+    assert {(e.metric, e.judge, e.calls) for e in data.entries} == {
+        ("a", "j1", 1),
+        ("a", "j2", 0),
+        ("b", "j1", 3),
+    }
+    # another process's entries, merged, count once each
+    other = Ledger()
+    other.merge(data.entries)
+    assert other.report() == data
     # returned counts are copies
     ledger.by_metric()["a"].calls = 99
     assert ledger.by_metric()["a"].calls == 1

@@ -68,10 +68,10 @@ def test_a_server_that_is_down_then_restarts_loses_no_item():
     summary = run.summaries["context-precision"]
     assert summary.n_failed == 0 and summary.n_scored == 48
     acct = summary.accounting
-    assert acct["retries"] > 0  # the outage was met, and outlasted
+    assert acct.retries > 0  # the outage was met, and outlasted
     # Calls answered are counted; calls whose connection the outage dropped may or may not
     # have reached the server, and are counted apart.
-    assert acct["calls"] <= server.calls <= acct["calls"] + acct["dropped"]
+    assert acct.calls <= server.calls <= acct.calls + acct.dropped
 
 
 def test_connection_failures_do_not_use_up_the_attempts_but_the_budget_ends_them():
@@ -87,7 +87,7 @@ def test_connection_failures_do_not_use_up_the_attempts_but_the_budget_ends_them
     [item] = run.results
     assert item.failed and "ConnectionError" in item.error
     assert 0.5 <= time.monotonic() - started < 5  # retried past two attempts, within budget
-    assert run.summaries["context-precision"].accounting["retries"] >= 3
+    assert run.summaries["context-precision"].accounting.retries >= 3
 
 
 def test_every_attempt_is_counted_timeouts_included():
@@ -104,7 +104,7 @@ def test_every_attempt_is_counted_timeouts_included():
         received = server.calls
     summary = run.summaries["context-precision"]
     assert summary.n_failed == 0
-    assert summary.accounting["calls"] == received > 24
+    assert summary.accounting.calls == received > 24
 
 
 def test_the_timeout_does_not_run_while_a_call_waits_for_a_slot():

@@ -126,8 +126,8 @@ def test_rate_limits_are_retried_after_retry_after_and_lower_the_limit(kind, fau
         limited = server.status_counts.get(int(fault), 0)
     assert summary.n_failed == 0 and summary.n_scored == len(CASES)
     assert limited >= 3  # 20% of the calls or so
-    assert summary.accounting["retries"] == limited  # each one retried once, by the engine
-    assert summary.accounting["calls"] == len(CASES) + limited
+    assert summary.accounting.retries == limited  # each one retried once, by the engine
+    assert summary.accounting.calls == len(CASES) + limited
     limiter = limiter_for(backend.key, 8)  # the run's own bound
     assert limiter.rate_limited == limited and limiter.peak <= 8
     assert limiter.lowest < 8  # it backed off (and climbs back by 1/limit per success)
@@ -149,7 +149,7 @@ def test_server_errors_are_retried_and_bad_requests_are_not(kind):
         run = evaluate(CASES[:1], ["context-precision"], judge=backend, cache=False)
         [item] = run.results
         assert item.failed and "404" in item.error and server.calls == 0
-        assert run.summaries["context-precision"].accounting["retries"] == 0
+        assert run.summaries["context-precision"].accounting.retries == 0
 
 
 @pytest.mark.parametrize("kind", ["langchain", "litellm", "openai-sdk"])

@@ -234,10 +234,10 @@ def test_the_cost_a_model_reports_is_counted():
         cases, [ContextPrecision(model=DeepEvalModel(cost=0.01))], cache=False, progress=False
     )
     accounting = run.summaries["context-precision"].accounting
-    assert accounting["calls"] == 3 and accounting["unpriced_calls"] == 0
-    assert accounting["cost"] == pytest.approx(0.03)
+    assert accounting.calls == 3 and accounting.unpriced_calls == 0
+    assert accounting.cost == pytest.approx(0.03)
     unpriced = evaluate(cases, [ContextPrecision(model=DeepEvalModel())], cache=False)
-    assert unpriced.summaries["context-precision"].accounting["unpriced_calls"] == 3
+    assert unpriced.summaries["context-precision"].accounting.unpriced_calls == 3
 
 
 def relevancy_reply(prompt: str) -> str:
@@ -335,7 +335,7 @@ def test_a_rate_limit_is_retried_and_the_item_scored():
     run = evaluate([case], [ContextPrecision(model=model)], cache=False, retry=FAST)
     [item] = run.results
     assert item.score == 0.9 and len(model.prompts) == 2
-    assert run.summaries["context-precision"].accounting["retries"] == 1
+    assert run.summaries["context-precision"].accounting.retries == 1
 
 
 def _raise(exc: Exception):

@@ -64,7 +64,15 @@ def items(run) -> list[tuple]:
 
 def figures(run) -> dict:
     return {
-        name: (s.mean, s.ci_low, s.ci_high, s.n, s.n_failed, s.judge, s.accounting.get("calls"))
+        name: (
+            s.mean,
+            s.ci_low,
+            s.ci_high,
+            s.n,
+            s.n_failed,
+            s.judge,
+            s.accounting.calls if s.accounting else None,
+        )
         for name, s in run.summaries.items()
     }
 
@@ -94,8 +102,8 @@ def test_a_ray_run_gives_the_results_of_a_local_run(cluster, tmp_path):
     assert figures(run) == figures(local)
     assert run.summaries["context-precision"].ci_low < run.summaries["context-precision"].mean
     timing = {"seconds"}  # the calls' latency, added up: a measurement, not a count
-    assert {k: v for k, v in run.accounting["total"].items() if k not in timing} == {
-        k: v for k, v in local.accounting["total"].items() if k not in timing
+    assert {k: v for k, v in run.accounting.total.model_dump().items() if k not in timing} == {
+        k: v for k, v in local.accounting.total.model_dump().items() if k not in timing
     }
     assert (run.judge, run.embedder, run.repeats) == (local.judge, local.embedder, 1)
     folder = Path(run.out_dir)
@@ -212,7 +220,7 @@ def test_a_rate_limit_lowers_the_one_limit_of_the_cluster(cluster):
     assert limits["rate_limited"] == rejected  # every worker's 429s reached the one limiter
     assert limits["lowest"] < 8  # ...which backed off for the whole cluster
     assert run.summaries["context-precision"].n_failed == 0
-    assert run.summaries["context-precision"].accounting["retries"] == rejected
+    assert run.summaries["context-precision"].accounting.retries == rejected
 
 
 def test_a_killed_worker_has_its_batch_redone_without_duplicates(cluster, tmp_path):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from contextlens.calibration.statistics import ReliabilityBin
+from contextlens.engine.accounting import LedgerReport
 from contextlens.files import write_text
 
 __all__ = ["WORST", "CalibrationItem", "CalibrationReport", "SliceStat"]
@@ -90,7 +90,7 @@ class CalibrationReport(BaseModel):
     )
     note: str | None = None
     duration_s: float = 0.0
-    accounting: dict[str, Any] = Field(default_factory=dict)
+    accounting: LedgerReport = Field(default_factory=LedgerReport)
 
     def to_table(self) -> list[dict[str, str]]:
         """Rows of (statistic, value, note) for printing."""

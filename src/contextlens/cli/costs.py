@@ -57,7 +57,7 @@ def estimate_table(estimate: Any) -> Table:
 def stopped_lines(run: Any) -> list[Any]:
     """What the end of a run stopped by its cost cap says: why, what was spent, how many
     cases were not run, and how to go on."""
-    spent = run.accounting.get("total", {}).get("cost", 0.0)
+    spent = run.accounting.total.cost
     not_run = max((s.n_not_run for s in run.summaries.values()), default=0)
     return [
         line(f"stopped: {run.stopped}; ${spent:.4f} spent"),

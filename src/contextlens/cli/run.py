@@ -28,6 +28,7 @@ from contextlens.cli.options import (
     load_object,
     progress_option,
 )
+from contextlens.engine.accounting import Counts
 from contextlens.errors import ContextLensError, InputError
 from contextlens.schemas import Dataset, ModelTestCase
 from contextlens.terminal import line, table
@@ -44,10 +45,9 @@ def summary_table(run: Any) -> Table:
     headers += ["tokens", "cost", "time"]
     rows = []
     for s in run.summaries.values():
-        acc = s.accounting or {}
-        cost = acc.get("cost")
-        priced = cost is not None and not acc.get("unpriced_calls")
-        retries = acc.get("retries", 0)
+        acc = s.accounting or Counts()
+        priced = s.accounting is not None and not acc.unpriced_calls
+        retries = acc.retries
         rows.append(
             [
                 s.metric,
@@ -57,14 +57,14 @@ def summary_table(run: Any) -> Table:
                 pass_text(s, missing="-"),
                 items_text(s),
                 Text(str(s.n_failed), style=RED) if s.n_failed else "0",
-                f"{acc.get('calls', 0)}" + (f" ({retries} retried)" if retries else ""),
-                f"{acc.get('prompt_tokens', 0):,}/{acc.get('completion_tokens', 0):,}",
-                f"${cost:.4f}" if priced else ("-" if not acc.get("calls") else "unpriced"),
+                f"{acc.calls}" + (f" ({retries} retried)" if retries else ""),
+                f"{acc.prompt_tokens:,}/{acc.completion_tokens:,}",
+                f"${acc.cost:.4f}" if priced else ("-" if not acc.calls else "unpriced"),
                 f"{s.seconds:.1f}s",
             ]
         )
     caption = line(
-        f"run {run.duration_s:.1f} s; cache hits {run.accounting['total']['cache_hits']}; "
+        f"run {run.duration_s:.1f} s; cache hits {run.accounting.total.cache_hits}; "
         "pass: the share of scored items at or above the pass mark, with its interval; "
         "n/a: items the metric does not apply to (not in the mean); tokens in/out; time: the "
         "metric's work on its items, added up"

@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from contextlens.engine.accounting import Counts
 from contextlens.judges.base import Judge
 from contextlens.judges.spec import is_offline
 from contextlens.metrics.base import Metric
@@ -19,15 +20,15 @@ class Scored:
     """One item's result and the judge work it took."""
 
     item: ItemResult
-    accounting: dict[str, Any]
+    accounting: Counts | None
 
     @property
     def cost(self) -> float | None:
         """Estimated USD of the judge calls; None offline or when the model has no price."""
         acc = self.accounting
-        if not acc.get("calls") or acc.get("unpriced_calls"):
+        if acc is None or not acc.calls or acc.unpriced_calls:
             return None
-        return float(acc.get("cost", 0.0))
+        return acc.cost
 
 
 async def score_one(metric: Metric[Any], case: Any) -> Scored:

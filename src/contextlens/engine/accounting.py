@@ -12,8 +12,8 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+
+from pydantic import BaseModel, Field
 
 from contextlens.backend import Usage
 
@@ -21,6 +21,8 @@ __all__ = [
     "PRICES",
     "Counts",
     "Ledger",
+    "LedgerEntry",
+    "LedgerReport",
     "PriceTable",
     "attribute",
     "current_case",
@@ -32,8 +34,7 @@ __all__ = [
 UNATTRIBUTED = "unattributed"
 
 
-@dataclass
-class Counts:
+class Counts(BaseModel):
     """What a set of judge calls took.
 
     ``calls``: calls the backend answered (with any status) or that timed out waiting;
@@ -59,16 +60,30 @@ class Counts:
     def __add__(self, other: Counts) -> Counts:
         if not isinstance(other, Counts):
             return NotImplemented
-        return Counts(
-            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
-        )
+        return Counts(**{name: getattr(self, name) + getattr(other, name) for name in COUNTED})
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def to_dict(self) -> dict[str, int | float]:
-        return asdict(self)
+
+COUNTED: tuple[str, ...] = tuple(Counts.model_fields)
+"""The names of the counts."""
+
+
+class LedgerEntry(Counts):
+    """The counts of one (metric, judge) pair."""
+
+    metric: str
+    judge: str
+
+
+class LedgerReport(BaseModel):
+    """What a ledger recorded: the counts in all, per metric, and per (metric, judge)."""
+
+    total: Counts = Field(default_factory=Counts)
+    by_metric: dict[str, Counts] = Field(default_factory=dict)
+    entries: list[LedgerEntry] = Field(default_factory=list)
 
 
 _DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{4})$")
@@ -207,14 +222,13 @@ class Ledger:
             counts.seconds += seconds
             counts.unpriced_calls += calls if cost is None else 0
 
-    def merge(self, entries: Iterable[Mapping[str, Any]]) -> None:
-        """Add counts recorded by another ledger (another process's), given as its
-        :meth:`to_dict` lists them under ``entries``."""
-        names = {f.name for f in fields(Counts)}
+    def merge(self, entries: Iterable[LedgerEntry]) -> None:
+        """Add counts recorded by another ledger (another process's): its
+        :meth:`report`'s ``entries``."""
         with self._lock:
             for entry in entries:
-                key = (str(entry["metric"]), str(entry["judge"]))
-                add = Counts(**{k: v for k, v in entry.items() if k in names})
+                key = (entry.metric, entry.judge)
+                add = Counts(**{name: getattr(entry, name) for name in COUNTED})
                 self._counts[key] = self._counts.get(key, Counts()) + add
 
     def call_latency(self) -> tuple[int, float] | None:
@@ -227,7 +241,7 @@ class Ledger:
     def entries(self) -> dict[tuple[str, str], Counts]:
         """A copy of the counts by (metric, judge)."""
         with self._lock:
-            return {key: Counts(**asdict(c)) for key, c in self._counts.items()}
+            return {key: c.model_copy() for key, c in self._counts.items()}
 
     def by_metric(self) -> dict[str, Counts]:
         """Counts per metric, all judges together."""
@@ -247,15 +261,16 @@ class Ledger:
         """Counts of everything recorded."""
         return sum(self.entries().values(), Counts())
 
-    def to_dict(self) -> dict[str, object]:
-        """``{"total": ..., "by_metric": {...}, "entries": [{"metric", "judge", ...}]}``."""
-        return {
-            "total": self.total().to_dict(),
-            "by_metric": {m: c.to_dict() for m, c in self.by_metric().items()},
-            "entries": [
-                {"metric": m, "judge": j, **c.to_dict()} for (m, j), c in self.entries().items()
+    def report(self) -> LedgerReport:
+        """The counts in all, per metric and per (metric, judge)."""
+        return LedgerReport(
+            total=self.total(),
+            by_metric=self.by_metric(),
+            entries=[
+                LedgerEntry(metric=m, judge=j, **c.model_dump())
+                for (m, j), c in self.entries().items()
             ],
-        }
+        )
 
     def __repr__(self) -> str:
         total = self.total()

@@ -53,8 +53,7 @@ def render_report(
         metric_view(name, summaries.get(name, {}), collected.get(name, Collected()), i)
         for i, name in enumerate(names)
     ]
-    accounting = get(run, "accounting") or {}
-    total = accounting.get("total", {}) if isinstance(accounting, Mapping) else {}
+    total = get(get(run, "accounting"), "total")
     run_id = str(get(run, "run_id", "") or "")
     out_dir = get(run, "out_dir")
     levels = [get(summaries.get(n), "ci_level") for n in names]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from markupsafe import Markup
 
+from contextlens.engine.accounting import Counts
 from contextlens.report.format import (
     DASH,
     as_dict,
@@ -186,37 +187,45 @@ def collect(items: Iterable[Any]) -> dict[str, Collected]:
     return out
 
 
-def accounting_stats(acc: Mapping[str, Any]) -> list[Stat]:
-    calls = finite(acc.get("calls"))
-    tokens = sum(finite(acc.get(k)) or 0 for k in ("prompt_tokens", "completion_tokens"))
+def as_counts(value: Any) -> Counts | None:
+    """Accounting as :class:`Counts` (a run read back from JSON holds plain dicts); None for
+    none recorded."""
+    if value is None or isinstance(value, Counts):
+        return value
+    return Counts.model_validate(value) if value else None
+
+
+def accounting_stats(recorded: Any) -> list[Stat]:
+    """Judge work as the report's figures: calls, tokens, cost, cache hits and, when any was
+    recorded, judge time."""
+    acc = as_counts(recorded) or Counts()
+    tokens = acc.total_tokens
     stats = [
-        Stat("Judge calls", fmt_count(calls or 0), "calls", calls or 0),
+        Stat("Judge calls", fmt_count(acc.calls), "calls", acc.calls),
         Stat(
             "Tokens",
             fmt_count(tokens),
             "tokens",
             tokens,
             hint=(
-                f"{fmt_count(acc.get('prompt_tokens', 0))} prompt · "
-                f"{fmt_count(acc.get('completion_tokens', 0))} completion"
+                f"{fmt_count(acc.prompt_tokens)} prompt · "
+                f"{fmt_count(acc.completion_tokens)} completion"
                 if tokens
                 else ""
             ),
         ),
         Stat(
             "Cost",
-            fmt_cost(acc.get("cost"), acc.get("unpriced_calls"), calls),
+            fmt_cost(acc.cost, acc.unpriced_calls, acc.calls),
             "cost",
-            finite(acc.get("cost")) or 0.0,
-            hint="estimate" if calls else "",
+            acc.cost,
+            hint="estimate" if acc.calls else "",
         ),
     ]
-    hits = finite(acc.get("cache_hits"))
-    if hits:
-        stats.append(Stat("Cache hits", fmt_count(hits), "cache_hits", hits))
-    seconds = first(acc, ("seconds", "time_s", "elapsed_s", "latency_s", "duration_s"))
-    if finite(seconds) is not None:
-        stats.append(Stat("Judge time", fmt_seconds(seconds), "seconds", seconds))
+    if acc.cache_hits:
+        stats.append(Stat("Cache hits", fmt_count(acc.cache_hits), "cache_hits", acc.cache_hits))
+    if recorded:
+        stats.append(Stat("Judge time", fmt_seconds(acc.seconds), "seconds", acc.seconds))
     return stats
 
 
@@ -260,7 +269,7 @@ def metric_view(name: str, summary: Any, bucket: Collected, index: int) -> Metri
     spread = finite(get(summary, "judge_spread"))
     if spread is not None:
         stats.append(Stat("Judge spread", fmt_score(spread), "judge_spread", spread))
-    stats += accounting_stats(get(summary, "accounting") or {})
+    stats += accounting_stats(get(summary, "accounting"))
     return MetricView(
         name=name,
         anchor=_anchor("metric", name, index),

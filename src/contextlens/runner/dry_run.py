@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from contextlens.backend import Message, Usage
 from contextlens.engine import accounting
-from contextlens.engine.accounting import PRICES, PriceTable
+from contextlens.engine.accounting import PRICES, LedgerReport, PriceTable
 from contextlens.engine.tokens import counter_for
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judge, Judgement
 from contextlens.judges.parsing import parse_reply
@@ -242,13 +242,13 @@ def measured_completions(out: Path | None, judges: Mapping[str, str]) -> dict[st
     totals: dict[str, list[int]] = {}
     for path in summaries:
         try:
-            entries = json.loads(path.read_text(encoding="utf-8"))["accounting"]["entries"]
+            data = json.loads(path.read_text(encoding="utf-8"))
+            entries = LedgerReport.model_validate(data["accounting"]).entries
         except (OSError, ValueError, KeyError, TypeError):
             continue  # the estimate goes on from the schemas
-        for entry in entries if isinstance(entries, list) else []:
-            metric, judge = entry.get("metric"), entry.get("judge")
-            if metric in judges and judges[metric] == judge and entry.get("calls"):
-                pair = totals.setdefault(metric, [0, 0])
-                pair[0] += int(entry.get("completion_tokens", 0))
-                pair[1] += int(entry.get("calls", 0))
+        for entry in entries:
+            if entry.metric in judges and judges[entry.metric] == entry.judge and entry.calls:
+                pair = totals.setdefault(entry.metric, [0, 0])
+                pair[0] += entry.completion_tokens
+                pair[1] += entry.calls
     return {m: tokens / calls for m, (tokens, calls) in totals.items() if calls and tokens}

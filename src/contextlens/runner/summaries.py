@@ -205,7 +205,7 @@ def summary_of(
         "n_not_applicable": tally.not_applicable,
         "n_not_run": tally.not_run,
         "seconds": round(tally.seconds, 3),
-        "accounting": accounting.to_dict() if accounting else {},
+        "accounting": accounting,
         "threshold": pass_mark,
         **_pass_rate(tally, mode, key),
     }
@@ -281,7 +281,7 @@ def finish_run(
         embedder=", ".join(dict.fromkeys(b.services.embedder.name for b in bound)),
         repeats=repeats,
         summaries=summaries,
-        accounting=ledger.to_dict(),
+        accounting=ledger.report(),
         config=config.describe(),
         out_dir=str(folder.path) if folder is not None else None,
         stopped=stopped,

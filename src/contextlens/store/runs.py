@@ -253,7 +253,7 @@ class RunStore(Closing):
             _json({**run.config, **(config or {})}),
             _json(library_versions()),
             _json({k: v.model_dump(mode="json") for k, v in run.summaries.items()}),
-            _json(run.accounting),
+            _json(run.accounting.model_dump(mode="json")),
             COMPLETED,
             None,
         )

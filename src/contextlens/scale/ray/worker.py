@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import os
 import uuid
 from collections.abc import Iterator, Sequence
@@ -14,10 +13,11 @@ from typing import Any
 
 import ray
 
+from contextlens.engine.accounting import LedgerEntry, LedgerReport
 from contextlens.engine.cache import open_cache
 from contextlens.judges.resolve import resolve_judge
 from contextlens.metrics.base import Metric, own_judge, uses_judge
-from contextlens.results import ItemResult
+from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner import RunFolder, aevaluate, case_id
 from contextlens.scale.ray.permits import ClusterLimiter, ClusterLimits
 from contextlens.stats import FrequentistMode
@@ -51,7 +51,7 @@ class Payload:
     rows: list[tuple[int, str, list[float | None], bool, bool | None, bool]]
     lines: list[tuple[int, str]]
     seconds: dict[str, float]
-    entries: list[dict[str, Any]]
+    entries: list[LedgerEntry]
 
 
 class Worker:
@@ -140,8 +140,8 @@ def payload_of(
     shard: str | None,
     items: Sequence[ItemResult],
     index: dict[str, int],
-    summaries: dict[str, Any],
-    accounting: dict[str, Any],
+    summaries: dict[str, MetricSummary],
+    accounting: LedgerReport,
 ) -> Payload:
     rows = []
     lines = []
@@ -156,17 +156,14 @@ def payload_of(
         rows=rows,
         lines=lines,
         seconds={name: s.seconds for name, s in summaries.items()},
-        entries=list(accounting.get("entries", [])),
+        entries=list(accounting.entries),
     )
 
 
 def read_shard(folder: Path, shard: str, index: dict[str, int]) -> Payload:
     items = [ItemResult.model_validate_json(line) for line in whole_lines(folder)]
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    seconds = {name: s["seconds"] for name, s in summary["summaries"].items()}
-    payload = payload_of(shard, items, index, {}, summary["accounting"])
-    payload.seconds = seconds
-    return payload
+    run = EvalRun.from_folder(folder)
+    return payload_of(shard, items, index, run.summaries, run.accounting)
 
 
 def whole_lines(folder: Path) -> Iterator[str]:
