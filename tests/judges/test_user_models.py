@@ -447,3 +447,28 @@ def test_a_mock_of_the_base_class_gets_the_prompt_sync_and_async():
     with pytest.raises(Captured):
         asyncio.run(metric.ascore(**CASE))
     assert len(sent) == 2 and all(CASE["input"] in prompt for prompt in sent)
+
+
+class Deployment(DeepEvalModel):
+    """DeepEval's docs' Azure example: a fixed ``get_model_name()``, the deployment and key
+    given to the constructor."""
+
+    def __init__(self, deployment: str, api_key: str = "sk-one"):
+        super().__init__(reply=lambda prompt: json.dumps({"reason": deployment, "score": 0.9}))
+        self.deployment, self.api_key = deployment, api_key
+
+    def get_model_name(self):
+        return "Custom Azure OpenAI Model"
+
+
+def test_two_user_models_of_one_name_do_not_share_cached_replies(monkeypatch):
+    """With the persistent cache on, a second deployment is asked, not served the first's
+    reply; the same deployment again is served from the cache, whatever its key."""
+    monkeypatch.delenv("CONTEXTLENS_CACHE", raising=False)  # the default: on
+    big, small = Deployment("gpt-4o"), Deployment("gpt-4o-mini")
+    assert ContextPrecision(model=big).score(**CASE).reason == "gpt-4o"
+    assert ContextPrecision(model=small).score(**CASE).reason == "gpt-4o-mini"
+    assert len(big.prompts) == len(small.prompts) == 1
+    again = Deployment("gpt-4o", api_key="sk-two")
+    assert ContextPrecision(model=again).score(**CASE).reason == "gpt-4o"
+    assert again.prompts == []  # a new key is not a new judge

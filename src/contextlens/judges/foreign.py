@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,9 @@ __all__ = [
 
 #: Attributes that may name where a user's model sends its requests (part of the cache key).
 _ENDPOINT_ATTRS = ("base_url", "api_base", "openai_api_base", "endpoint", "host", "url")
+#: Attribute names that hold credentials: never part of an object's settings.
+_SECRET_ATTR = re.compile(r"key|token|secret|passw|auth|credential", re.IGNORECASE)
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _has(obj: object, *names: str) -> bool:
@@ -113,6 +117,27 @@ def _cost(value: Any) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
+def own_settings(obj: Any) -> dict[str, Any]:
+    """The plain values an object of the user's holds (a deployment, a model name, a
+    temperature...) as it is handed over: its public attributes that are text, numbers,
+    booleans or None, credentials left out. Two objects of one class whose
+    ``get_model_name()`` is the same may still judge differently; their settings tell them
+    apart in the cache."""
+    try:
+        attrs = vars(obj)
+    except TypeError:
+        return {}
+    return {
+        name: value
+        for name, value in sorted(attrs.items())
+        if not name.startswith("_")
+        and not _SECRET_ATTR.search(name)
+        and isinstance(value, _SCALARS)
+        and not (isinstance(value, float) and not math.isfinite(value))
+        and len(str(value)) <= 1000
+    }
+
+
 def _json_safe(value: Any) -> Any:
     try:
         return json.loads(json.dumps(value))
@@ -135,6 +160,7 @@ class _UserModelBackend:
             (str(v) for a in _ENDPOINT_ATTRS if isinstance(v := getattr(obj, a, None), str) and v),
             None,
         )
+        self.settings = own_settings(obj)  # once: a count the object keeps does not move it
 
     @property
     def key(self) -> str:
@@ -149,6 +175,7 @@ class _UserModelBackend:
             "class": f"{cls.__module__}.{cls.__qualname__}",
             "endpoint": self.endpoint,
             "temperature": _json_safe(getattr(self.obj, "temperature", None)),
+            "settings": self.settings,
             "structured_output": self.use_structured_output,
         }
 
