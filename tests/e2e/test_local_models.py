@@ -88,7 +88,7 @@ def judge_everything(judge: object, cache: Path) -> dict:
 
 
 def totals(run: dict, key: str) -> int:
-    return sum(a["total"][key] for a in run["accounting"])
+    return sum(getattr(a.total, key) for a in run["accounting"])
 
 
 def assert_all_judged(run: dict) -> None:
