@@ -136,6 +136,27 @@ def test_other_libraries_errors_are_masked_too(backend, tmp_path, capfd):
         assert key.encode() not in every_byte(tmp_path / "out")
 
 
+def test_the_opik_surface_masks_the_errors_of_contextlens_own_backends():
+    """Opik's ``score`` lets the user's own model's exception through as it is; an error of
+    a backend contextlens made (the ``litellm:`` spec, a ``LiteLLMBackend``) is not the
+    user's, and reaches them as ``MetricComputationError`` with the key masked."""
+    from contextlens import ContextPrecision
+    from contextlens.errors import MetricComputationError
+    from contextlens.judges import LiteLLMBackend
+
+    case = dict(input="q?", output="a.", expected_output="a", context=["c."])
+    with HostileServer(echo_headers) as server:
+        judge = LiteLLMBackend("openai/m", api_base=server.base_url, api_key=CODE_KEY)
+        with pytest.raises(MetricComputationError) as raised:
+            ContextPrecision(model=judge, track=False).score(**case)
+    chain, exc = [], raised.value
+    while exc is not None:
+        chain.append(f"{type(exc).__name__}: {exc}")
+        exc = exc.__cause__ or exc.__context__
+    for key in (CODE_KEY, MARKED):
+        assert all(key not in text for text in chain), key
+
+
 # --- hostile replies ------------------------------------------------------------------------
 
 

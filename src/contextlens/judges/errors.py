@@ -123,12 +123,17 @@ def user_errors() -> Iterator[list[BaseException]]:
         _user_errors.reset(token)
 
 
-def note_failure(exc: BaseException) -> None:
+def note_failure(exc: BaseException, *, users: bool) -> None:
     """A judge call failed for good with ``exc``: when it is a fatal error caused by the
-    user's own exception (a backend maps it and keeps it as ``__cause__``), that exception
-    is noted for :func:`user_errors`. Nothing happens outside such a block."""
+    exception of an object the user made (``users``: the backend calls one, its
+    ``user_object``; it maps the exception and keeps it as ``__cause__``), that exception is
+    noted for :func:`user_errors`. A backend of contextlens's own (LiteLLM, the native one)
+    lets nothing through: its errors reach the caller masked. Nothing happens outside such a
+    block."""
     found = _user_errors.get()
-    if found is None or not isinstance(exc, FatalError) or isinstance(exc, InvalidReply):
+    if not users or found is None or not isinstance(exc, FatalError):
+        return
+    if isinstance(exc, InvalidReply):
         return
     cause = exc.__cause__
     if cause is not None and not isinstance(cause, ContextLensError):

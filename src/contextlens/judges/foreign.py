@@ -149,6 +149,8 @@ class _UserModelBackend:
     """What the DeepEval- and Opik-shaped backends share: identity, the call, the reply."""
 
     name = "user-model"
+    #: It calls the user's own model: a fatal exception of it is the user's.
+    user_object = True
     #: Text replies are the user's model's own: not known to follow the schema.
     constrained = False
 

@@ -74,6 +74,8 @@ class LangChainBackend:
     """
 
     name = "langchain"
+    #: It calls the user's own model: a fatal exception of it is the user's.
+    user_object = True
 
     def __init__(self, chat_model: Any, *, use_structured_output: bool | None = None) -> None:
         if not is_langchain_model(chat_model):

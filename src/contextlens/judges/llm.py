@@ -328,7 +328,7 @@ class LLMJudge:
                 raise
             except Exception as exc:
                 self._record(failures=1)
-                note_failure(exc)
+                note_failure(exc, users=getattr(self.backend, "user_object", False))
                 raise JudgeError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
             for cache_key, completion in settled:
                 self.cache.put_completion(cache_key, completion)

@@ -42,6 +42,8 @@ class OpenAIClientBackend:
     """
 
     name = "openai-sdk"
+    #: It calls the user's own client: a fatal exception of it is the user's.
+    user_object = True
 
     def __init__(
         self,
