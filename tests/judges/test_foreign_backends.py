@@ -4,6 +4,8 @@ for the built-in backend. Against a real server on 127.0.0.1 injecting 429s and 
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import litellm
 import openai
@@ -175,3 +177,33 @@ def test_the_reply_schema_goes_as_response_format_and_steps_down_when_refused(ki
     assert last["response_format"]["schema"]["properties"]["score"]["enum"][0] == 0.0
     if kind != "langchain":  # sized from the schema; a LangChain model keeps its own setting
         assert last["max_tokens"] == DEFAULT_REPLY_TOKENS
+
+
+def test_a_bound_langchain_model_is_asked_with_its_bound_arguments(monkeypatch):
+    """``chat.bind(model=..., temperature=...)`` judges with what it binds (a binding passes
+    ``with_structured_output`` to the bare model, which would drop them), is named by it, and
+    is cached apart from the bare model."""
+    monkeypatch.delenv("CONTEXTLENS_CACHE", raising=False)  # the default cache: on
+    from contextlens import ContextPrecision
+
+    asked: list[tuple[str, float]] = []
+
+    def reply(body):
+        asked.append((body.get("model"), body.get("temperature")))
+        score = 0.2 if body.get("model") == "gpt-4o-mini" else 0.9
+        return json.dumps({"reason": "r", "score": score})
+
+    case = dict(input="q?", output="a.", expected_output="a", context=["c."])
+    with FakeOpenAIServer(reply=reply) as server:
+        chat = ChatOpenAI(
+            base_url=server.base_url,
+            api_key="sk-fake",
+            model="gpt-4o",
+            temperature=0,
+            max_retries=0,
+        )
+        assert ContextPrecision(model=chat).score(**case).value == 0.9
+        bound = chat.bind(model="gpt-4o-mini", temperature=1.0)
+        assert ContextPrecision(model=bound).score(**case).value == 0.2
+        assert LangChainBackend(bound).model == "gpt-4o-mini"
+    assert asked == [("gpt-4o", 0.0), ("gpt-4o-mini", 1.0)]

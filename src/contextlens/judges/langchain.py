@@ -52,6 +52,16 @@ def _usage(message: Any) -> Usage:
     return Usage(int(tokens.get("prompt_tokens", 0)), int(tokens.get("completion_tokens", 0)))
 
 
+def bound_kwargs(chat_model: Any) -> dict[str, Any] | None:
+    """The arguments of a LangChain binding (``chat.bind(temperature=1.0)``), None for a
+    model that is not one. A binding passes every other attribute to the model it wraps, so
+    its ``with_structured_output`` is the bare model's and would drop them."""
+    kwargs = getattr(chat_model, "kwargs", None)
+    if getattr(chat_model, "bound", None) is None or not isinstance(kwargs, dict):
+        return None
+    return kwargs
+
+
 def _json_safe(value: Any) -> Any:
     """``value`` with anything JSON cannot hold dropped (no reprs with memory addresses)."""
     try:
@@ -82,8 +92,10 @@ class LangChainBackend:
             raise TypeError(f"{type(chat_model).__name__} has neither ainvoke nor invoke")
         self.chat_model = chat_model
         self.formats = FormatNegotiation(use_structured_output)
+        self.bound = bound_kwargs(chat_model)
         self.model = str(
-            getattr(chat_model, "model_name", None)
+            (self.bound or {}).get("model")
+            or getattr(chat_model, "model_name", None)
             or getattr(chat_model, "model", None)
             or type(chat_model).__name__
         )
@@ -113,6 +125,7 @@ class LangChainBackend:
             "endpoint": self.endpoint,
             "identifying": _json_safe(dict(identifying)) if isinstance(identifying, dict) else None,
             "temperature": _json_safe(getattr(self.chat_model, "temperature", None)),
+            "bound": _json_safe(self.bound) if self.bound else None,
             "structured_output": self.formats.mode,
         }
 
@@ -123,16 +136,17 @@ class LangChainBackend:
         """What to invoke for ``schema`` and the reply format it asks for: the model's
         ``with_structured_output`` (``json_schema``), the model bound to llama.cpp's
         ``response_format`` (``json_object``, after a server refused the first), or the
-        model itself (``off``)."""
+        model itself (``off``). A user's binding is bound to the ``response_format`` of the
+        format in use, ``json_schema`` included, and its reply read from its text."""
         mode = self.formats.current
         if schema is None or mode == "off":
             return self.chat_model, "off"
         runnable = self._structured.get((mode, schema))
         if runnable is None:
             try:
-                if mode == "json_schema":
+                if mode == "json_schema" and self.bound is None:
                     runnable = self.chat_model.with_structured_output(schema, include_raw=True)
-                else:
+                else:  # a binding keeps its arguments when it is bound again
                     _, response_format = self.formats.response_format(schema)
                     runnable = self.chat_model.bind(response_format=response_format)
             except (NotImplementedError, AttributeError, TypeError, ValueError):
@@ -158,7 +172,7 @@ class LangChainBackend:
             error = as_backend_error(exc)
             raise (self.formats.refused(sent, error) if sent != "off" else error) from exc
         latency = time.perf_counter() - start
-        if sent != "json_schema":
+        if sent != "json_schema" or self.bound is not None:
             return Completion(text=_text(result), usage=_usage(result), latency=latency)
         if isinstance(result, dict) and "raw" in result:
             raw = result["raw"]
