@@ -363,10 +363,11 @@ def test_behind_opik_a_fatal_error_of_the_users_model_is_raised_as_it_is(rule_mo
         ContextPrecision(model=OpikModel(reply=denied)).score(**CASE)
     assert info.value is denied
     # the other surfaces keep their own errors, with the reason
-    with pytest.raises(MetricComputationError, match="QuotaExceeded: monthly quota"):
+    with pytest.raises(MetricComputationError, match="QuotaExceeded: monthly quota") as info:
         ContextualRelevancyMetric(model=DeepEvalModel(reply=raised)).measure(
             ModelTestCase(input="q", retrieval_context=["a"])
         )
+    assert info.value.__cause__ is raised  # DeepEval's error, the user's own kept as its cause
 
 
 def test_a_cached_lenient_reply_is_read_the_same_way_again(tmp_path):

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from contextlens.compat.shell import Scored, judge_label, say, score_one
 from contextlens.errors import InputError, MetricComputationError
+from contextlens.judges.errors import user_errors
 from contextlens.judges.resolve import as_backend
 from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
 from contextlens.metrics.contextual_relevancy import (
@@ -192,7 +193,8 @@ class ContextualRelevancyMetric:
                 update={"retrieval_context": list(self.retrieval_context)}
             )
         try:
-            scored = await score_one(self.metric, test_case)
+            with user_errors() as raised:
+                scored = await score_one(self.metric, test_case)
         except InputError as exc:  # refused before scoring; DeepEval sets error, then raises
             self.score, self.success, self.error = None, False, str(exc)
             raise
@@ -208,7 +210,8 @@ class ContextualRelevancyMetric:
         if item.failed:
             if isinstance(item.exception, InputError):
                 raise item.exception
-            raise MetricComputationError(f"{self.__name__}: {item.error}")
+            cause = raised[-1] if raised else None  # the user's own model's, kept as the cause
+            raise MetricComputationError(f"{self.__name__}: {item.error}") from cause
         assert item.score is not None
         return item.score
 
