@@ -392,15 +392,21 @@ def test_normal_limit_matches_the_exact_draws_for_many_distinct_weights(monkeypa
 
 
 def test_a_pass_rate_has_the_interval_of_its_beta_posterior():
-    """All of five passing is not certainty: the equal-tailed interval of Beta(1 + 5, 1 + 0)
-    is [0.025 ** (1 / 6), 0.975 ** (1 / 6)]; none passing mirrors it; the same key draws the
-    same interval."""
+    """All of five passing is not certainty: Beta(1 + 5, 1 + 0) puts the lower bound at
+    0.025 ** (1 / 6), and the interval reaches 1, the share itself; none passing mirrors it;
+    otherwise the interval is equal-tailed; the same key draws the same interval."""
     mode = BayesianMode(mc_samples=20000)
     every = mode.rate(5, 5, key="m:pass")
-    assert every.value == 1.0 and every.ci_high == pytest.approx(0.975 ** (1 / 6), abs=1e-3)
+    assert every.value == every.ci_high == 1.0
     assert every.ci_low == pytest.approx(0.025 ** (1 / 6), abs=0.01)
     none = mode.rate(0, 5, key="m:pass")
+    assert none.value == none.ci_low == 0.0
     assert none.ci_high == pytest.approx(1 - 0.025 ** (1 / 6), abs=0.01)
+    for passed in range(0, 6):  # the share is never outside its interval
+        rate = mode.rate(passed, 5, key="m")
+        assert rate.ci_low <= rate.value <= rate.ci_high
+    half = mode.rate(1, 2, key="m")  # Beta(2, 2): equal tails
+    assert (half.ci_low, half.ci_high) == pytest.approx((0.094, 0.906), abs=0.01)
     assert mode.rate(3, 5, key="k") == mode.rate(3, 5, key="k")
     assert mode.rate(0, 0).value is None
     assert FrequentistMode().rate(3, 4) == Estimate(0.75, None, None, 4)

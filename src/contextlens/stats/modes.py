@@ -221,8 +221,8 @@ class BayesianMode:
     def rate(self, successes: int, trials: int, *, key: str = "") -> Estimate:
         """The share ``successes / trials`` (a pass rate) with the equal-tailed credible
         interval of its Beta(``beta_prior_a`` + successes, ``beta_prior_b`` + failures)
-        posterior, drawn from ``key``'s stream. Unlike a bootstrap of 0/1 outcomes, 5 passes
-        of 5 do not give a zero-width interval."""
+        posterior, drawn from ``key``'s stream, reaching 0 or 1 when the share is 0 or 1.
+        Unlike a bootstrap of 0/1 outcomes, 5 passes of 5 do not give a zero-width interval."""
         if trials <= 0:
             return Estimate(None, None, None, 0)
         rng = np.random.default_rng(self.seed_sequence(key))
@@ -232,8 +232,14 @@ class BayesianMode:
             size=self.mc_samples,
         )
         tail = (1.0 - self.ci_level) / 2.0
-        low, high = np.quantile(draws, [tail, 1.0 - tail])
-        return Estimate(successes / trials, float(low), float(high), int(trials))
+        low, high = (float(q) for q in np.quantile(draws, [tail, 1.0 - tail]))
+        # at a boundary the interval reaches it: every item passing is not placed above its
+        # own upper bound (Brown, Cai and DasGupta's correction of the equal-tailed interval)
+        if successes >= trials:
+            high = 1.0
+        if successes <= 0:
+            low = 0.0
+        return Estimate(successes / trials, low, high, int(trials))
 
     def get_result_type(self) -> Literal["distribution"]:
         """What the primitives return: ``"distribution"`` (posterior summaries)."""
