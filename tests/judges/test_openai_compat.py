@@ -333,3 +333,22 @@ def test_proxy_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
     assert _env_proxy("https://api.openai.com/v1") == "http://proxy.local:3128"
     assert _env_proxy("https://internal.example/v1") is None
     assert _env_proxy("http://127.0.0.1:8000/v1") is None  # no HTTP_PROXY set
+
+
+def test_a_base_url_with_a_query_keeps_it_after_the_path() -> None:
+    """A gateway's ``?api-version=`` stays a query: the call goes to ``.../v1/chat/completions``
+    with it, not to ``/v1?api-version=.../chat/completions`` (a 404)."""
+    from contextlens import ModelTestCase, evaluate
+
+    with FakeOpenAIServer(reply=lambda body: '{"reason": "r", "score": 0.5}') as server:
+        judge = f"{server.base_url}?api-version=2024-06-01#m"
+        run = evaluate(
+            [ModelTestCase(input="q", actual_output="a", expected_output="a", context=["c"])],
+            ["context-precision"],
+            judge=judge,
+            cache=False,
+            progress=False,
+        )
+    [item] = run.iter_results()
+    assert not item.failed, item.error
+    assert item.score == 0.5

@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 from pydantic import BaseModel
@@ -209,11 +209,12 @@ class OpenAICompatBackend:
         ``GET /props``: ``total_slots``); None for a remote server or one that does not."""
         if not self.local:
             return None
-        root = self.base_url.removesuffix("/v1")
         opened = await self._sessions.get().ready()
         try:
             async with opened.session.get(
-                f"{root}/props", headers=self._request_headers(), allow_redirects=False
+                endpoint(self.base_url, "/props", root=True),
+                headers=self._request_headers(),
+                allow_redirects=False,
             ) as response:
                 if response.status != 200:
                     return None
@@ -305,7 +306,7 @@ class OpenAICompatBackend:
         :class:`BackendTimeout` and :class:`BackendConnectionError` on transport failures,
         and :class:`FatalError` when a 200 reply has no usable content.
         """
-        url = f"{self.base_url}/chat/completions"
+        url = endpoint(self.base_url, "/chat/completions")
         sent = self.formats.current
         body = self._body(messages, schema)
         opened = await self._sessions.get().ready()
@@ -389,6 +390,17 @@ def is_local(url: str) -> bool:
     except ValueError:
         return False
     return address.is_loopback or address.is_private or address.is_link_local
+
+
+def endpoint(base_url: str, path: str, *, root: bool = False) -> str:
+    """``path`` under ``base_url``, its query kept after it (a gateway's ``?api-version=``):
+    ``http://h/v1?v=2`` and ``/chat/completions`` give ``http://h/v1/chat/completions?v=2``;
+    ``root``: under the server's root, the API's ``/v1`` left out."""
+    parts = urlsplit(base_url)
+    prefix = parts.path.rstrip("/")
+    if root:
+        prefix = prefix.removesuffix("/v1")
+    return urlunsplit(parts._replace(path=prefix + path))
 
 
 def _env_proxy(url: str) -> str | None:
