@@ -227,46 +227,47 @@ def test_a_redirect_is_named_as_such_and_not_followed():
 
 
 class _FullDisk:
-    """A results file on a disk that fills up after ``room`` lines."""
+    """A disk with ``room`` bytes left: a write takes what fits, the next one fails with
+    ENOSPC, as a file system does."""
 
-    def __init__(self, handle, room: int) -> None:
-        self.handle, self.room = handle, room
+    def __init__(self, write, room: int) -> None:
+        self.real, self.room = write, room
 
-    def write(self, text: str) -> int:
+    def __call__(self, fd: int, data: bytes) -> int:
         if self.room <= 0:
             raise OSError(errno.ENOSPC, "No space left on device")
-        self.room -= 1
-        return self.handle.write(text)
-
-    def flush(self) -> None:
-        self.handle.flush()
-
-    def close(self) -> None:
-        self.handle.close()
+        taken = min(len(data), self.room)
+        self.room -= taken
+        return self.real(fd, bytes(data[:taken]))
 
 
 def test_a_full_disk_stops_the_calls_keeps_the_lines_and_the_run_resumes(
     run_cli, tmp_path, monkeypatch
 ):
-    from contextlens.runner import folder as folder_module
+    from contextlens import files
 
-    real = folder_module.create_new
-    monkeypatch.setattr(folder_module, "create_new", lambda p: _FullDisk(real(p), room=3))
+    real = files._write
+    monkeypatch.setattr(files, "_write", _FullDisk(real, room=6_000))
     cases = write(tmp_path / "cases.jsonl", rows(40))
     store, out, cache = tmp_path / "runs.sqlite3", tmp_path / "out", tmp_path / "c.sqlite3"
     args = ["run", cases, "-m", "context-precision", "--out", out, "--store", store]
     args += ["--cache", cache, "--concurrency", "2", "-q"]
     with FakeOpenAIServer(reply=lambda r: PRECISION, latency=0.05) as server:
         code, text = run_cli(*args, "--judge", f"{server.base_url}#m")
-        assert code == 2 and "results.jsonl: no space left on the device" in text, text
+        assert code == 2 and "no space left on the device" in text, text
+        assert "results.jsonl: no space" in text or "cases.jsonl: no space" in text  # the file
         assert "Traceback" not in text and "never retrieved" not in text
         assert server.calls < 20  # the feed stopped: the rest was never paid for
         [run_folder] = out.iterdir()
+        for name in ("results.jsonl", "cases.jsonl"):  # cut back to the last whole line
+            text = (run_folder / name).read_text()
+            assert text.endswith("\n"), name
+            assert all(json.loads(line) for line in text.splitlines())
         lines = (run_folder / "results.jsonl").read_text().splitlines()
-        assert len(lines) == 3 and all(json.loads(line)["score"] == 0.8 for line in lines)
+        assert lines and all(json.loads(line)["score"] == 0.8 for line in lines)
         [info] = RunStore(store).list_runs()
         assert info.status == "failed" and "no space left" in info.error
-        monkeypatch.setattr(folder_module, "create_new", real)  # space is freed
+        monkeypatch.setattr(files, "_write", real)  # space is freed
         paid = server.calls
         code, text = run_cli(*args, "--judge", f"{server.base_url}#m")
         assert code == 0, text

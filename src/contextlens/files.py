@@ -11,17 +11,16 @@ the cause, never a bare ``OSError``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import io
 import os
 import secrets
 from pathlib import Path
-from typing import IO
 
 from contextlens.errors import ContextLensError
 from contextlens.redact import redact
 
-__all__ = ["OutputError", "create_new", "describe_os_error", "make_folder", "write_text"]
+__all__ = ["LineFile", "OutputError", "describe_os_error", "make_folder", "write_text"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -96,12 +95,41 @@ def make_folder(path: str | os.PathLike[str]) -> Path:
     return folder
 
 
-def create_new(path: str | os.PathLike[str]) -> IO[str]:
-    """``path`` opened for writing text; it must not exist (not even as a link).
-    :class:`OutputError` when it cannot be made."""
-    target = Path(path)
-    try:
-        fd = _open_new(target)
-    except OSError as exc:
-        raise OutputError(target, describe_os_error(exc)) from None
-    return io.TextIOWrapper(os.fdopen(fd, "wb"), encoding="utf-8", errors="surrogatepass")
+_write = os.write
+
+
+class LineFile:
+    """A new file (it must not exist, not even as a link) written one whole line at a time:
+    each line reaches the file in one unbuffered write, and a write that fails (a full disk)
+    is cut back to the last whole line, so a reader never meets half of one.
+    :class:`OutputError` when the file cannot be made or a line cannot be written."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            self._fd: int | None = _open_new(self.path)
+        except OSError as exc:
+            raise OutputError(self.path, describe_os_error(exc)) from None
+        self._size = 0
+
+    def write(self, line: str) -> None:
+        """Append ``line`` (its newline included), whole or not at all."""
+        if self._fd is None:
+            raise OutputError(self.path, "it is closed")
+        data = memoryview(line.encode("utf-8", "surrogatepass"))
+        done = 0
+        try:
+            while done < len(data):  # a disk that fills up writes part of a line, then fails
+                done += _write(self._fd, data[done:])
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+                os.lseek(self._fd, self._size, os.SEEK_SET)
+            raise OutputError(self.path, describe_os_error(exc)) from None
+        self._size += len(data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None

@@ -7,16 +7,14 @@ partial ``results.jsonl``; ``OUT/latest`` names the newest completed run.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from contextlens.cases import CASES_FILE, CaseRecord, DataFingerprint
-from contextlens.files import OutputError, create_new, describe_os_error
+from contextlens.files import LineFile, OutputError, describe_os_error
 from contextlens.redact import redact
 from contextlens.results import RESULTS_FILE, ItemResult
 from contextlens.schemas import Dataset, ModelTestCase
@@ -131,10 +129,8 @@ class CaseLog:
     def __init__(self, folder: Path | None, *, keep: bool = False) -> None:
         self.fingerprint = DataFingerprint()
         self.cases: list[CaseRecord] | None = [] if keep and folder is None else None
-        self.handle: IO[str] | None = None
         self.path = None if folder is None else folder / CASES_FILE
-        if self.path is not None:
-            self.handle = create_new(self.path)
+        self.file = None if self.path is None else LineFile(self.path)
 
     def write(self, case_id: str, case: ModelTestCase | Dataset) -> None:
         record = CaseRecord(case_id=case_id, case=case)
@@ -142,17 +138,12 @@ class CaseLog:
         self.fingerprint.add(text)
         if self.cases is not None:
             self.cases.append(record)
-        if self.handle is not None:
-            try:
-                self.handle.write(redact(text))
-                self.handle.flush()
-            except OSError as exc:
-                raise OutputError(self.path or CASES_FILE, describe_os_error(exc)) from None
+        if self.file is not None:
+            self.file.write(redact(text))
 
     def close(self) -> None:
-        if self.handle is not None:
-            with contextlib.suppress(OSError):  # a flush that fails again: the lines are whole
-                self.handle.close()
+        if self.file is not None:
+            self.file.close()
 
 
 class ResultSink:
@@ -162,11 +153,9 @@ class ResultSink:
     too: what is written stays whole."""
 
     def __init__(self, folder: Path | None, *, keep_cases: bool = False) -> None:
-        self.handle: IO[str] | None = None
         self.path = None if folder is None else folder / RESULTS_FILE
         self.failed: OutputError | None = None
-        if self.path is not None:
-            self.handle = create_new(self.path)
+        self.file = None if self.path is None else LineFile(self.path)
         self.log = CaseLog(folder, keep=keep_cases)
 
     @property
@@ -178,16 +167,15 @@ class ResultSink:
         return self.log.cases
 
     def write(self, item: ItemResult) -> None:
-        if self.handle is None:
+        if self.file is None:
             return
         if self.failed is not None:
             raise self.failed
         try:
-            self.handle.write(redact(item.model_dump_json()) + "\n")
-            self.handle.flush()
-        except OSError as exc:
-            self.failed = OutputError(self.path or RESULTS_FILE, describe_os_error(exc))
-            raise self.failed from None
+            self.file.write(redact(item.model_dump_json()) + "\n")
+        except OutputError as exc:
+            self.failed = exc
+            raise
 
     def write_case(self, case_id: str, case: ModelTestCase | Dataset) -> None:
         """Record the case whose items were just written."""
@@ -200,7 +188,6 @@ class ResultSink:
             raise
 
     def close(self) -> None:
-        if self.handle is not None:
-            with contextlib.suppress(OSError):  # a flush that fails again: the lines are whole
-                self.handle.close()
+        if self.file is not None:
+            self.file.close()
         self.log.close()
