@@ -243,3 +243,35 @@ def test_a_local_judge_asked_one_call_at_a_time_says_so_once(run_cli, tmp_path):
     assert code == 0, text
     notes = [x for x in text.splitlines() if "one call at a time" in x]
     assert len(notes) == 1 and "--concurrency" in notes[0]
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "parquet"])
+def test_a_frame_with_a_row_without_chunks_reads_the_same_in_every_format(run_cli, tmp_path, kind):
+    """pandas writes a row's missing chunks as a blank CSV cell, or as null in JSON lines
+    and Parquet: each is a case without chunks ("not applicable"), not a refused file."""
+    pd = pytest.importorskip("pandas")
+    if kind == "parquet":
+        pytest.importorskip("pyarrow")
+    frame = pd.DataFrame(
+        {
+            "question": ["Where is Paris?", "Hi!"],
+            "contexts": [["Paris is in France."], None],
+            "answer": ["In France.", "Hello."],
+        }
+    )
+    path = tmp_path / f"cases.{kind}"
+    if kind == "csv":
+        frame.to_csv(path)
+    elif kind == "jsonl":
+        frame.to_json(path, orient="records", lines=True)
+    else:
+        frame.to_parquet(path)
+    out = tmp_path / "out"
+    code, text = run_cli("run", path, "-m", "contextual-relevancy", "--out", out, "--no-store")
+    assert code == 0, text
+    results = sorted(
+        (json.loads(x) for x in (out / "latest" / "results.jsonl").open()),
+        key=lambda r: r["case_id"],
+    )
+    assert [r["not_applicable"] is not None for r in results] == [False, True]
+    assert results[0]["score"] is not None and results[1]["error"] is None

@@ -104,7 +104,11 @@ def _plain(value: Any) -> Any:
 
 
 def _cell(value: Any, field: str, file: str, line: int, *, lists: bool = True) -> Any:
-    """A CSV cell as the type its field takes: lists from JSON arrays, blanks as absent."""
+    """A cell as the type its field takes: lists from JSON arrays, blanks as absent; a list
+    of texts given as blank or null (a CSV's empty cell, pandas' ``None`` in JSON lines or
+    Parquet) is an empty list: the row says there are none."""
+    if value is None and lists and field in _LIST_FIELDS:
+        return []
     if not isinstance(value, str):
         return value
     text = value.strip()
