@@ -71,6 +71,31 @@ def test_a_judge_that_never_answers_is_a_clear_error_in_seconds(run_cli, tmp_pat
         evaluate([ModelTestCase(**rows(1)[0])], ["context-precision"], judge=f"{url}#m")
 
 
+def test_a_judge_that_takes_connections_and_never_replies_stops_the_run(run_cli, tmp_path):
+    """A server that accepts every call and answers none (a hung process, a proxy's wrong
+    port) stops the run once two calls have timed out, instead of holding each item for its
+    whole retry budget; one that answered before keeps its retries."""
+    cases = write(tmp_path / "cases.jsonl", rows(30))
+    with FakeOpenAIServer(timeout_rate=1.0, hang_time=5.0) as server:
+        judge = f"{server.base_url}#m?timeout=0.3&concurrency=1"
+        started = time.monotonic()
+        code, text = run_cli("run", cases, "-m", "context-precision", "--judge", judge,
+                             "--no-store", "--out", tmp_path / "out")  # fmt: skip
+        assert time.monotonic() - started < 15
+    assert code == 2 and "gives no reply" in text and "no call was ever answered" in text, text
+    assert "--judge-timeout" in text and "Traceback" not in text
+    # a first call that times out once (a model loading) is retried, and the run goes on
+    with FakeOpenAIServer(script=["timeout"], hang_time=2.0, reply=lambda r: PRECISION) as server:
+        run = evaluate(
+            [ModelTestCase(**r) for r in rows(3)],
+            ["context-precision"],
+            judge=f"{server.base_url}#m?timeout=0.3",
+            cache=False,
+            progress=False,
+        )
+    assert run.summaries["context-precision"].n_failed == 0
+
+
 def test_a_judge_down_for_ten_seconds_mid_run_loses_no_item_and_the_log_says_so(tmp_path):
     port = free_port()
     server = FakeOpenAIServer(port=port, reply=lambda r: PRECISION, latency=0.05)

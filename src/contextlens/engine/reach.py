@@ -5,7 +5,8 @@ Each backend (by its key) has one :class:`Reach`, shared by every run of the pro
 that gets any reply from the server marks it answered. A call the server refused (nobody
 listens on the port, the name does not resolve) marks it down. When no call to it has ever
 been answered and it has refused calls for :data:`PROBE_SECONDS`, the next refused call raises
-:class:`JudgeUnreachable`, which stops the run; a judge that answered before keeps the retry
+:class:`JudgeUnreachable`, which stops the run, and so does the :data:`PROBE_TIMEOUTS`-th
+timed-out call of a judge that never answered; a judge that answered before keeps the retry
 budget, so a server restarting loses no item, and :func:`unreachable` lists those that are
 down for the progress display.
 """
@@ -19,10 +20,20 @@ from datetime import datetime, timezone
 
 from contextlens.errors import ContextLensError
 
-__all__ = ["PROBE_SECONDS", "JudgeUnreachable", "Reach", "reach_for", "unreachable"]
+__all__ = [
+    "PROBE_SECONDS",
+    "PROBE_TIMEOUTS",
+    "JudgeUnreachable",
+    "Reach",
+    "reach_for",
+    "unreachable",
+]
 
 #: Seconds a judge that never answered may refuse connections before the run stops.
 PROBE_SECONDS = 4.0
+#: Calls of a judge that never answered that may time out before the run stops (one may be a
+#: cold start: a model loading).
+PROBE_TIMEOUTS = 3
 
 
 class JudgeUnreachable(ContextLensError):
@@ -36,6 +47,7 @@ class Reach:
 
     key: str
     answered: bool = False
+    timeouts: int = 0
     first_refused: float | None = None
     down_since: datetime | None = None
     error: str | None = None
@@ -48,6 +60,7 @@ class Reach:
         with self._lock:
             self.answered = True
             self.first_refused = self.down_since = self.error = None
+            self.timeouts = 0
 
     def on_refused(self, error: str, where: str) -> None:
         """A call was refused; :class:`JudgeUnreachable` when the judge never answered and
@@ -65,6 +78,24 @@ class Reach:
                 f"the judge {where} cannot be reached: {error} (no call was ever answered, "
                 f"refused for {waited:.0f} s). Check that the server runs, and the host, port "
                 "and path of the judge spec"
+            )
+
+    def on_timeout(self, error: str, where: str) -> None:
+        """A call timed out; :class:`JudgeUnreachable` when the judge never answered and
+        :data:`PROBE_TIMEOUTS` calls have timed out: a server that takes connections and
+        never replies (the wrong port of a proxy, a hung process) would otherwise hold every
+        item for its whole retry budget."""
+        with self._lock:
+            if self.answered:
+                return
+            self.timeouts += 1
+            count = self.timeouts
+        if count >= PROBE_TIMEOUTS:
+            raise JudgeUnreachable(
+                f"the judge {where} gives no reply: {error} ({count} calls timed out and no "
+                "call was ever answered; it takes connections but does not reply). Check that "
+                "it serves the API at that URL, or give it longer with --judge-timeout "
+                "(?timeout= on the judge spec)"
             )
 
 

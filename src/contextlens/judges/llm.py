@@ -251,9 +251,12 @@ class LLMJudge:
                             cost.release()
                             self.reach.on_refused(exc.message, self.backend.key)
                         raise
-                    except BackendTimeout:  # the server is slower than its load: ease off
+                    except BackendTimeout as exc:  # the server is slower than its load: ease off
                         self.limiter.on_timeout()
                         self._record(calls=1)
+                        self.reach.on_timeout(
+                            str(exc), self.backend.key
+                        )  # stop if it never answered
                         raise
                     except BackendError as exc:  # an error reply: the server is there
                         if exc.status is not None:
