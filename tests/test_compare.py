@@ -288,3 +288,33 @@ def test_runs_are_named_by_their_folders(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="neither a run folder"):
         compare(first.out_dir, str(tmp_path / "empty"))
+
+
+def test_the_folder_of_a_run_that_did_not_complete_is_read_as_its_id_is(run_cli, tmp_path):
+    """A run that died before its summary.json (a full disk, a kill) is compared by its
+    folder as by its id, from the run store; a folder the store does not hold says so."""
+    import json
+
+    cases = tmp_path / "cases.jsonl"
+    row = {"input": "When?", "actual_output": "At 9.", "retrieval_context": ["9 am."]}
+    cases.write_text(json.dumps(row) + "\n")
+    out, store = tmp_path / "out", tmp_path / "runs.sqlite3"
+    folders = []
+    for _ in range(2):
+        code, text = run_cli("run", cases, "-m", "context-similarity", "--out", out,
+                             "--store", store, "-q")  # fmt: skip
+        assert code == 0, text
+        folders.append((out / "latest").resolve())
+    done, cut = folders
+    (cut / "summary.json").unlink()  # as a run that stopped before it
+    runs = RunStore(store)
+    by_folder = compare(str(done), str(cut), store=runs)
+    by_id = compare(done.name, cut.name, store=runs)
+    assert (by_folder.run_a, by_folder.run_b) == (by_id.run_a, by_id.run_b) == (done.name, cut.name)
+    code, text = run_cli("compare", done, cut, "--store", store)
+    assert code == 0, text
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "results.jsonl").write_text("")
+    with pytest.raises(InputError, match="the run store does not hold it"):
+        compare(str(done), str(stray), store=runs)

@@ -122,7 +122,8 @@ def compare(
     from contextlens.report.comparison import write_comparison
     from contextlens.store import RunStore
 
-    runs_store = None if _is_folder(run_a) and _is_folder(run_b) else RunStore(store)
+    folders = _is_folder(run_a) and _is_folder(run_b)  # two folders need no store, unless named
+    runs_store = None if folders and store is None else RunStore(store)
     result = compare_runs(run_a, run_b, store=runs_store)
     for warning in warning_lines(result.warnings):
         out.print(warning)

@@ -17,7 +17,8 @@ __all__ = ["open_run"]
 def open_run(ref: str | os.PathLike[str], store: RunStore | None = None) -> EvalRun:
     """The run ``ref`` names: a run folder (``OUT/<run id>``, ``OUT/latest``), a folder of
     runs (its newest completed run, as ``OUT/latest`` names it), or a run id or unique
-    prefix in ``store`` (default: the active store, else the default store file)."""
+    prefix in ``store`` (default: the active store, else the default store file). The folder
+    of a run that did not complete is read as its id is, from the store."""
     path = Path(ref)
     if path.is_dir():
         if (path / SUMMARY_FILE).is_file():
@@ -25,7 +26,14 @@ def open_run(ref: str | os.PathLike[str], store: RunStore | None = None) -> Eval
         newest = latest_run(path)
         if newest is not None and (newest / SUMMARY_FILE).is_file():
             return EvalRun.from_folder(newest)
-        if (path / RESULTS_FILE).exists():
-            raise InputError("this run has not completed: it has no summary.json", file=str(path))
+        if (path / RESULTS_FILE).exists():  # a run that did not complete: as its id gives it
+            try:
+                return (store or active_store() or RunStore()).load(path.name)
+            except InputError:
+                raise InputError(
+                    "this run has not completed (it has no summary.json) and the run store "
+                    "does not hold it",
+                    file=str(path),
+                ) from None
         raise InputError("neither a run folder nor a folder of runs", file=str(path))
     return (store or active_store() or RunStore()).load(str(ref))
