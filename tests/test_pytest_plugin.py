@@ -152,6 +152,9 @@ def test_report_option_writes_the_session_report(pytester: pytest.Pytester) -> N
     html = report.read_text(encoding="utf-8")
     assert 'data-metric="context" data-field="n" data-value="2"' in html
     assert 'data-metric="context-precision" data-field="n" data-value="1"' in html
+    # the session's summaries are the run's: pass rates too (both sessions pass at 0)
+    assert 'data-metric="context" data-field="pass_rate" data-value="1' in html
+    assert 'data-metric="context-precision" data-field="pass_rate" data-value="0' in html
     rows = json.loads(
         html.split('<script type="application/json" id="cl-rows">')[1].split("</script>")[0]
     )

@@ -27,16 +27,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
-from contextlens.engine.accounting import Counts, LedgerReport
+from contextlens.engine.accounting import Counts, Ledger, LedgerReport
 from contextlens.errors import ContextLensError
 from contextlens.metrics.base import own_threshold
 from contextlens.metrics.registry import key_of, match
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner import aevaluate, as_metric
 from contextlens.runner.gates import parse_value
+from contextlens.runner.summaries import Tally, summary_of
 from contextlens.schemas import MetricKey
 from contextlens.stats import BayesianMode
 from contextlens.sync import run_sync
@@ -225,20 +225,13 @@ async def aassert_context(
 def _summary(
     name: MetricKey, items: Sequence[ItemResult], accounting: Counts | None
 ) -> MetricSummary:
-    scores = np.array([i.score for i in items if not i.failed and i.score is not None], float)
-    mode = BayesianMode()
-    est = mode.estimate(scores, np.full(scores.size, 1.0), key=name)
-    return MetricSummary(
-        metric=name,
-        n=len(items),
-        n_scored=int(scores.size),
-        n_failed=sum(i.failed for i in items),
-        mean=est.value,
-        ci_low=est.ci_low,
-        ci_high=est.ci_high,
-        ci_level=mode.ci_level if est.ci_low is not None else None,
-        accounting=accounting,
-    )
+    """A metric's summary over the session's items, by the run's own aggregate (mean and
+    interval, pass rate, failed and not-applicable items), with the calls they took."""
+    tally = Tally()
+    for index, item in enumerate(items):
+        tally.add_item(index, item)
+    summary = summary_of(name, tally, BayesianMode(), Ledger())
+    return summary.model_copy(update={"accounting": accounting})
 
 
 def collected_run(collector: _Collector | None = None) -> EvalRun | None:
