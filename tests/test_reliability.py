@@ -308,6 +308,17 @@ def test_cache_faults_are_bypassed_never_an_items_failure(tmp_path):
     assert not any(r.failed for r in damaged.results)
 
 
+def test_a_cache_that_cannot_be_opened_is_said_once(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("CONTEXTLENS_CACHE_DIR", str(tmp_path / "file-not-folder" / "x"))
+    (tmp_path / "file-not-folder").write_text("a file where the cache folder would go")
+    cases = write(tmp_path / "cases.jsonl", rows(2))
+    code, text = run_cli("run", cases, "-m", "context-similarity", "--no-store", "-q",
+                         "--out", tmp_path / "out")  # fmt: skip
+    assert code == 0, text
+    said = [line for line in text.splitlines() if "cannot be used" in line]
+    assert len(said) == 1 and said[0].startswith("warning: the default cache cannot be used")
+
+
 def test_a_locked_cache_keeps_every_paid_reply(tmp_path):
     path = tmp_path / "cache.sqlite3"
     Cache(path).close()

@@ -26,7 +26,6 @@ import platformdirs
 from contextlens.backend import Completion, Usage
 from contextlens.engine.sqlite import Closing, SQLiteFile, file_path
 from contextlens.errors import ContextLensError
-from contextlens.redact import logger
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -76,7 +75,6 @@ class CacheError(ContextLensError):
 
 
 R = TypeVar("R")
-log = logger("contextlens.cache")
 
 
 def _only_a_cache(default: Callable[..., Any]) -> Callable[[Callable[..., R]], Callable[..., R]]:
@@ -196,8 +194,7 @@ class Cache(Closing):
             f"the cache {self.path} cannot be used ({self.broken}); it is bypassed: every "
             "judge call and embedding of this run is made afresh, and none is lost"
         )
-        log.warning("%s", message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)  # said once, by one channel
 
     def _count(self, hits: int = 0, misses: int = 0, writes: int = 0) -> None:
         with self._counter_lock:
@@ -409,8 +406,7 @@ def _opened(path: str | os.PathLike[str] | None) -> Cache | NullCache:
     try:
         return Cache(path)
     except (CacheError, OSError, sqlite3.Error) as exc:
-        where = path if path is not None else "the default cache"
-        message = f"the cache {where} cannot be used ({exc}); the run goes on without it"
-        log.warning("%s", message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        where = f"the cache {path}" if path is not None else "the default cache"
+        message = f"{where} cannot be used ({exc}); the run goes on without it"
+        warnings.warn(message, RuntimeWarning, stacklevel=3)  # said once, by one channel
         return NullCache()
