@@ -50,6 +50,11 @@ def test_results_and_cases_are_reachable_with_or_without_a_folder(tmp_path):
         (r.case_id, r.score) for r in written.results
     )
     assert again.data_fingerprint == written.data_fingerprint == held.data_fingerprint
+    # summary.json keeps its shape: accounting objects, {} for a metric that made no call
+    data = json.loads((tmp_path / written.run_id / "summary.json").read_text())
+    assert data["summaries"]["context-similarity"]["accounting"] == {}
+    assert data["accounting"]["total"]["calls"] == 0 and data["accounting"]["entries"] == []
+    assert again.summaries["context-similarity"].accounting is None
 
 
 def test_the_data_fingerprint_does_not_depend_on_order_but_on_content():

@@ -115,10 +115,20 @@ class MetricSummary(BaseModel):
     judge: str | None = None
     seconds: float = 0.0
     accounting: Counts | None = None
-    """What the metric's judge calls took; None when it recorded none (offline)."""
+    """What the metric's judge calls took; None when it recorded none (offline), written as
+    ``{}`` in ``summary.json`` as it always was."""
     settings: MetricSettings | None = None
     """The metric's configuration in the run (its settings and prompts; its pass mark is
     ``threshold``)."""
+
+    @field_validator("accounting", mode="before")
+    @classmethod
+    def _none_recorded(cls, value: Any) -> Any:
+        return None if value == {} else value
+
+    @field_serializer("accounting")
+    def _as_written(self, value: Counts | None) -> dict[str, Any]:
+        return {} if value is None else value.model_dump()
 
 
 class EvalRun(BaseModel):
