@@ -368,6 +368,7 @@ def test_items_are_written_and_the_page_names_the_most_misjudged(
         "positive": True,
         "score": 0.1,
         "error": None,
+        "not_applicable": None,
         "slice": "a",
         "reason": "keyword",
     }

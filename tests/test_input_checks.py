@@ -135,8 +135,16 @@ def test_bytes_that_are_not_utf8_in_retriever_and_labelled_files(tmp_path):
 
 BAD_LINES = {
     "malformed JSON": ('{"id": "c1000", "input": ', "malformed JSON"),
-    "missing input": (json.dumps(case(1000, input=...)), "field 'input': Field required"),
-    "null input": (json.dumps(case(1000, input=None)), "field 'input': null is not allowed"),
+    "missing answer": (
+        json.dumps(case(1000, actual_output=...)),
+        "field 'actual_output': metric 'context-precision' requires 'actual_output', which is "
+        "missing",
+    ),
+    "null answer": (
+        json.dumps(case(1000, actual_output=None)),
+        "field 'actual_output': metric 'context-precision' requires 'actual_output', which is "
+        "missing",
+    ),
     "duplicate id": (json.dumps(case(2)), "field 'id': duplicate id 'c2' (also on line 3)"),
     "unknown column": (
         json.dumps(case(1000, retreival_context=["x"])),
@@ -405,17 +413,34 @@ def test_schema_shows_what_each_metric_requires(run_cli):
 
 def test_null_is_reported_as_null(tmp_path):
     path = tmp_path / "c.jsonl"
-    path.write_text(jsonl([case(1, input=None)]))
-    assert "c.jsonl:1: field 'input': null is not allowed (expected text)" in str(raised(path))
+    obj = session("a")
+    obj["conversation"][0]["assistant"] = None
+    path.write_text(jsonl([obj]))
+    assert "field 'conversation[0].assistant': null is not allowed (expected text)" in str(
+        raised(path)
+    )
+    row = {"session_id": "s", "assistant_id": "b", "context": "c", "qa_id": "q", "query": "q"}
+    path.write_text(jsonl([{**row, "assistant": None}]))
+    assert "c.jsonl:1: field 'assistant': null is not allowed (expected text)" in str(raised(path))
+    path.write_text(jsonl([{**row, "assistant_id": None, "assistant": "a"}]))
+    assert "c.jsonl:1: field 'assistant_id': null is not allowed" in str(raised(path))
+
+
+def test_a_question_null_or_empty_is_refused_only_by_a_metric_that_requires_it(tmp_path):
+    """A summary has no question: only a metric that requires ``input`` refuses it."""
+    path = tmp_path / "c.jsonl"
+    path.write_text(jsonl([case(1, input=None), case(2, input=...)]))
+    assert [c.input for c in cases_of(path)] == ["", ""]
+    csv = tmp_path / "c.csv"
+    csv.write_text("id,input,actual_output\nc1,,a\n")
+    assert [c.input for c in cases_of(csv)] == [""]
+    with pytest.raises(InputError) as info:
+        check_cases(csv, [("context-similarity", ContextSimilarityScorer())])
+    assert (info.value.file, info.value.line, info.value.field) == (str(csv), 2, "input")
+    assert "requires 'input', which is empty" in str(info.value)
+    with pytest.raises(InputError, match="requires 'input', which is empty"):
+        evaluate([{"input": None}], ["context-similarity"], cache=False)
     obj = session("a")
     obj["conversation"][0]["query"] = None
     path.write_text(jsonl([obj]))
-    assert "field 'conversation[0].query': null is not allowed (expected text)" in str(raised(path))
-    row = {"session_id": "s", "assistant_id": "b", "context": "c", "qa_id": "q", "query": None}
-    path.write_text(jsonl([{**row, "assistant": "a"}]))
-    assert "c.jsonl:1: field 'query': null is not allowed (expected text)" in str(raised(path))
-    with pytest.raises(InputError, match="null is not allowed \\(expected text\\)"):
-        evaluate([{"input": None}], ["context-similarity"], cache=False)
-    csv = tmp_path / "c.csv"
-    csv.write_text("id,input\nc1,\n")
-    assert "c.csv:2: field 'input': empty" in str(raised(csv))
+    assert cases_of(path)[0].conversation[0].query == ""

@@ -186,9 +186,9 @@ TEST_CASE_FIELDS = FieldTable(
         CaseField(
             "input",
             "text",
-            "required; the user's question",
+            "the user's question; empty or missing is fine for the metrics that do not "
+            "require it (a summary has none)",
             aliases=("question", "user_input"),
-            required=True,
         ),
         CaseField(
             "actual_output",
@@ -273,7 +273,7 @@ INTERACTION_FIELDS = FieldTable(
     "interaction",
     (
         CaseField("qa_id", "id", "required; unique within the session", required=True),
-        CaseField("query", "text", "required; the user's message", required=True),
+        CaseField("query", "text", "the user's message (empty or missing: there is none to show)"),
         CaseField("assistant", "text", "required; the assistant's reply", required=True),
         CaseField("ground_truth_assistant", "text", "optional; the reference reply"),
         CaseField("observation", "text", "optional; what the assistant's tools returned"),

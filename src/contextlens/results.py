@@ -37,7 +37,8 @@ class ItemResult(BaseModel):
     ``metric`` is the key of the metric (its registered name, ``NAME:LABEL`` for a labelled
     instance); ``details`` are that metric's own :class:`~contextlens.schemas.MetricDetails`.
     An item the metric does not apply to (a case without retrieved chunks for a metric that
-    reads them) has ``not_applicable`` set and neither a score nor an error; an item a run
+    reads them, an answer that abstains, a case the offline reader cannot decide) has
+    ``not_applicable`` set, saying why, and neither a score nor an error; an item a run
     stopped before (its cost cap) has ``not_run`` set, saying why. ``success``: the score
     reached the metric's pass mark (None when there is no score).
     """
@@ -93,7 +94,8 @@ class MetricSummary(BaseModel):
     ``n`` counts every item; ``n_scored`` those with a score, ``n_failed`` those that could
     not be scored, ``n_not_applicable`` those the metric does not apply to, ``n_not_run``
     those the run stopped before (its cost cap); neither of the last two is in the mean or
-    the failures.
+    the failures. ``n_not_english`` counts the items (of any status) whose case has a text
+    in a language other than English, each with its note in ``details.language``.
     """
 
     metric: MetricKey
@@ -102,6 +104,7 @@ class MetricSummary(BaseModel):
     n_failed: int
     n_not_applicable: int = 0
     n_not_run: int = 0
+    n_not_english: int = 0
     mean: float | None
     ci_low: float | None = None
     ci_high: float | None = None

@@ -121,7 +121,7 @@ class Batch(CaseModel):
     fields_table = INTERACTION_FIELDS
 
     qa_id: str
-    query: str
+    query: str = ""
     assistant: str
     ground_truth_assistant: str = ""
     observation: str | None = None
@@ -131,6 +131,11 @@ class Batch(CaseModel):
     weight: float | None = Field(default=None, ge=0, le=MAX_WEIGHT, allow_inf_nan=False)
     meta: dict[str, Any] = Field(default_factory=dict)
     """The user's own data about the interaction; no metric reads it."""
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _no_query(cls, value: Any) -> Any:
+        return "" if value is None else value
 
     @field_validator("weight", mode="before")
     @classmethod
@@ -229,7 +234,9 @@ class ModelTestCase(CaseModel):
 
     fields_table = TEST_CASE_FIELDS
 
-    input: str
+    input: str = ""
+    """The user's question; empty when there is none (a summary): a metric that reads it
+    requires it."""
     actual_output: str | None = None
     expected_output: str | None = None
     retrieval_context: list[str] | None = None
@@ -254,6 +261,11 @@ class ModelTestCase(CaseModel):
     custom_column_key_values: dict[str, Any] | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     """The user's own data about the case; no metric reads it."""
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _no_input(cls, value: Any) -> Any:
+        return "" if value is None else value
 
     @field_validator("retrieved_ids", "relevant_ids")
     @classmethod
@@ -353,14 +365,18 @@ class MetricDetails(BaseModel):
 class MetricResult(BaseModel):
     """One metric's verdict on one case, as every metric's ``score`` returns it.
 
-    ``score`` is None exactly when ``error`` is set: a failed item is kept with its reason
-    and counted, never scored 0. ``details`` is the metric's own :class:`MetricDetails`.
+    ``score`` is None exactly when ``error`` or ``not_applicable`` is set: a failed item is
+    kept with its reason and counted, never scored 0; an item the metric does not apply to
+    (an answer that abstains, a case its offline reader cannot decide) says why in
+    ``not_applicable`` (``"not applicable: the answer abstains"``) and is counted apart.
+    ``details`` is the metric's own :class:`MetricDetails`.
     """
 
     metric: str
     score: float | None
     reason: str | None = None
     error: str | None = None
+    not_applicable: str | None = None
     success: bool | None = None
     details: SerializeAsAny[MetricDetails] = Field(default_factory=MetricDetails)
     cost: float | None = None
@@ -368,3 +384,17 @@ class MetricResult(BaseModel):
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    @classmethod
+    def not_applying(
+        cls, metric: str, why: str, reason: str | None = None, details: MetricDetails | None = None
+    ) -> MetricResult:
+        """The result of a case the metric does not apply to: no score, ``why`` (``"not
+        applicable: ..."``), a longer ``reason`` when there is one."""
+        return cls(
+            metric=metric,
+            score=None,
+            not_applicable=why,
+            reason=reason,
+            details=details if details is not None else MetricDetails(),
+        )

@@ -14,7 +14,8 @@ from pydantic import BaseModel
 
 from contextlens.errors import InputError
 from contextlens.loaders import read_rows, test_case
-from contextlens.metrics.base import Metric
+from contextlens.metrics.base import Metric, required_fields, unmet_requirement
+from contextlens.metrics.registry import key_of
 from contextlens.schemas import Batch, Dataset, ModelTestCase
 
 __all__ = ["LABEL_COLUMNS", "LabelledRow", "labelled_case", "lookup", "read_labelled", "session_of"]
@@ -128,12 +129,18 @@ def labelled_case(row: LabelledRow, metric: Metric[Any]) -> Any:
     are read as ``contextlens run`` reads a test case (the same names, aliases and checks),
     so a metric scores a labelled row as it scores the same row in a run; for a session
     metric the case is a session of one interaction (:func:`session_of`); a metric's own
-    pydantic case type is validated from the row."""
+    pydantic case type is validated from the row. A row without a field the metric requires
+    is an :class:`InputError` naming the file, the line and the field, as in a run; a field
+    the metric does not require may be empty (a summary has no question)."""
     fields = {k: v for k, v in row.fields.items() if k not in LABEL_COLUMNS}
     kind = metric.case_type
     if issubclass(kind, (ModelTestCase, Dataset)):
         case = test_case(fields, row.file, row.line)
-        return case if issubclass(kind, ModelTestCase) else session_of(case)
+        shaped = case if issubclass(kind, ModelTestCase) else session_of(case)
+        unmet = unmet_requirement(shaped, required_fields(metric), key_of(metric))
+        if unmet is not None:
+            raise InputError(unmet[1], file=row.file, line=row.line, field=unmet[0])
+        return shaped
     if issubclass(kind, BaseModel):
         return kind.model_validate(fields)
     raise InputError(f"calibrate cannot build a {kind.__name__} case from a labelled row")

@@ -37,6 +37,9 @@ class CalibrationItem(BaseModel):
     positive: bool = Field(description="the label as a class (graded: label >= median)")
     score: float | None = Field(None, description="None when the metric failed on it")
     error: str | None = Field(None, description="why the metric failed on it")
+    not_applicable: str | None = Field(
+        None, description="why the metric does not apply to it (an answer that abstains)"
+    )
     slice: str | None = Field(None, description="its value of the --by key")
     reason: str | None = Field(None, description="the metric's reason, when it gives one")
 
@@ -50,6 +53,9 @@ class CalibrationReport(BaseModel):
     n_rows: int
     n: int = Field(description="items scored and used")
     n_failed: int
+    n_not_applicable: int = Field(
+        0, description="items the metric does not apply to (an answer that abstains), excluded"
+    )
     n_positive: int
     n_negative: int
     graded: bool
@@ -104,7 +110,11 @@ class CalibrationReport(BaseModel):
             else "-"
         )
         rows = [
-            ("items", f"{self.n} scored / {self.n_rows}", f"{self.n_failed} failed, excluded"),
+            (
+                "items",
+                f"{self.n} scored / {self.n_rows}",
+                f"{self.n_failed} failed, {self.n_not_applicable} not applicable; excluded",
+            ),
             ("labels 1 / 0", f"{self.n_positive} / {self.n_negative}", self.positive_rule),
             (
                 "AUROC",

@@ -114,11 +114,15 @@ async def acalibrate(
     used: list[LabelledRow] = []
     scores: list[float] = []
     failures: list[dict[str, str]] = []
+    n_not_applicable = 0
     for row in rows:
         result = by_id.get(row.id)
         score = None if result is None else result.score
         error = None
-        if result is None or result.failed or score is None or not math.isfinite(score):
+        not_applicable = None if result is None else result.not_applicable
+        if not_applicable is not None:
+            n_not_applicable += 1
+        elif result is None or result.failed or score is None or not math.isfinite(score):
             error = "no result" if result is None else (result.error or "no score")
             failures.append({"id": row.id, "error": error})
         else:
@@ -130,8 +134,9 @@ async def acalibrate(
                 id=row.id,
                 label=row.label,
                 positive=row.label >= cut,
-                score=None if error else score,
+                score=None if error or not_applicable else score,
                 error=error,
+                not_applicable=not_applicable,
                 slice=None if not by else "(missing)" if where is None else str(where),
                 reason=None if result is None else result.reason,
             )
@@ -148,6 +153,7 @@ async def acalibrate(
         n_rows=len(rows),
         n=len(used),
         n_failed=len(failures),
+        n_not_applicable=n_not_applicable,
         n_positive=int(pos.sum()),
         n_negative=int((~pos).sum()),
         graded=graded,

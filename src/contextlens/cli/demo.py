@@ -48,11 +48,14 @@ def demo(
     if judge_obj is None or judge_obj == "offline":
         out.print(f"{OFFLINE_SCALE_NOTE} PASS marks below: {DEFAULT_PASS}.\n")
     for item in result.iter_results():
-        mean = "failed" if item.score is None else f"{item.score:.2f}"
+        mean = f"{item.score:.2f}" if item.score is not None else (item.not_applicable or "failed")
         out.print(line(Text(item.case_id, style=BOLD), f"  context awareness {mean}"))
         details = item.details
         interactions = details.interactions if isinstance(details, ContextDetails) else []
         for inter in interactions:
+            if inter.not_applicable is not None:
+                out.print(line(f"  {inter.qa_id} ", Text("N/A", style="yellow"), " ", inter.reason))
+                continue
             if inter.score is None:
                 out.print(line(f"  {inter.qa_id} ", Text("FAILED", style=RED), " ", inter.error))
                 continue

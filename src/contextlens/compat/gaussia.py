@@ -58,6 +58,8 @@ class ContextInteraction(BaseModel):
 
     A failed interaction has ``context_awareness`` NaN, ``failed`` True and ``error`` set:
     it is counted in the session's ``n_failed`` and left out of its mean, never scored 0.
+    One not applicable (offline, a reply that abstains or that needs a judge) has it NaN
+    and ``not_applicable`` saying why; it is neither failed nor in the mean.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -66,6 +68,7 @@ class ContextInteraction(BaseModel):
     context_awareness: float
     reason: str | None = None
     error: str | None = None
+    not_applicable: str | None = None
     weight: float | None = None
 
     @computed_field  # type: ignore[prop-decorator]
@@ -110,6 +113,7 @@ def _interactions(session: Dataset, item: ItemResult) -> list[ContextInteraction
             context_awareness=NAN if i.score is None else i.score,
             reason=i.reason,
             error=i.error,
+            not_applicable=i.not_applicable,
             weight=i.weight,
         )
         for i in details.interactions

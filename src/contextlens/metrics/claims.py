@@ -8,7 +8,9 @@ the nearest one for a claim none supports; 0 when no chunk is about it), a short
 reply that validates. The score is computed here, ``supported claims / claims``, and the
 reason starts with those counts, so score and reason cannot disagree. A case whose prompt is
 over ``max_prompt_tokens`` fails with its size and is not sent: a claim is judged against all
-chunks at once, so the chunks are not split over calls.
+chunks at once, so the chunks are not split over calls. A text in which the judge finds no
+claim abstains: the item is not applicable (``"not applicable: the answer abstains"``), never
+a 0.
 
 Without a judge, the support model of the ``Context`` metric (``support_model``: the
 features model of :func:`contextlens.offline.support.score_support` or the cross-encoder; a
@@ -17,13 +19,20 @@ text not in English is routed as :mod:`contextlens.offline.routes` says) gives e
 the mean of those probabilities, the expected share of supported claims, and a claim's
 verdict is "yes" from 0.5. The closest chunk of a claim is the one holding the sentence most
 similar to it (MiniLM cosine).
+
+Offline, a text that makes no checkable claim (a refusal, "I don't know", a greeting, a
+question back: :func:`contextlens.offline.abstention.abstention`) is not applicable, as with a
+judge. A case whose text, input or any chunk is in a language other than English says so in
+its reason and ``details.language``; when the text itself, or every chunk that tells, is in
+such a language and no multilingual reader is installed, the item is ``"not applicable:
+needs a judge"``: the English reader would only guess.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, ClassVar, Literal
 
@@ -46,9 +55,11 @@ from contextlens.metrics.base import (
 )
 from contextlens.metrics.calls import chunk_blocks, token_usage
 from contextlens.metrics.chunks import ChunkOptions, DuplicateGroup, Unit, chunk_units
-from contextlens.offline.language import is_english
+from contextlens.offline.abstention import KINDS, NO_CLAIM, abstention
+from contextlens.offline.language import Unread, language_of, unread_texts
 from contextlens.offline.routes import (
     DEFAULT_SUPPORT_MODEL,
+    Route,
     SupportModel,
     support_route,
     support_scorer,
@@ -81,9 +92,12 @@ class ClaimVerdict(BaseModel):
 
 class ClaimsDetails(ReaderDetails):
     """The claims and their verdicts, the counts the score is computed from, the
-    near-duplicate chunks when they were looked for, and (offline) the reader that scored."""
+    near-duplicate chunks when they were looked for, (offline) the reader that scored, and
+    for a text that abstains its kind (a key of
+    :data:`~contextlens.offline.abstention.KINDS`)."""
 
     method: Literal["judge", "offline"] | None = None
+    abstention: str | None = None
     claims: list[ClaimVerdict] = Field(default_factory=list)
     supported: int = 0
     total: int = 0
@@ -103,8 +117,9 @@ class ClaimsReply(Reply):
 
 @cache
 def claims_schema(n_chunks: int, max_claims: int) -> type[ClaimsReply]:
-    """The reply schema of a call over ``n_chunks`` numbered chunks: 1 to ``max_claims``
-    claims, each with its closest chunk (0 to ``n_chunks``), a reason and a verdict."""
+    """The reply schema of a call over ``n_chunks`` numbered chunks: up to ``max_claims``
+    claims (none for a text that asserts nothing), each with its closest chunk (0 to
+    ``n_chunks``), a reason and a verdict."""
     numbers = tuple(range(n_chunks + 1))
     claim = create_model(
         "Claim",
@@ -122,7 +137,7 @@ def claims_schema(n_chunks: int, max_claims: int) -> type[ClaimsReply]:
         __base__=ClaimsReply,
         claims=(
             list[claim],  # type: ignore[valid-type]
-            Field(min_length=1, max_length=max_claims),
+            Field(min_length=0, max_length=max_claims),
         ),
     )
     model.n_claims = max_claims
@@ -186,8 +201,26 @@ class ClaimCheck:
             why = "There are no retrieved chunks: none of its claims can be supported."
             return self._result(name, [], details, f"{self.text_name.capitalize()}: {why}")
         if services.judge is None:
-            return await self._offline(name, question, text, units, groups, services.embedder)
+            return await self._offline(
+                name, question, text, chunks, units, groups, services.embedder
+            )
         return await self._judged(name, question, text, units, groups, services)
+
+    def abstains(
+        self, name: str, kind: str, details: ClaimsDetails, note: str | None
+    ) -> MetricResult:
+        """The result of a text that makes no checkable claim: not applicable, never 0."""
+        what = "" if kind == NO_CLAIM else f" ({KINDS[kind]})"
+        why = (
+            f"{self.text_name.capitalize()} makes no checkable claim{what}: there is nothing "
+            "to check against the retrieved chunks."
+        )
+        return MetricResult.not_applying(
+            name,
+            f"not applicable: {self.text_name} abstains",
+            why if note is None else f"{why} ({note})",
+            details.model_copy(update={"abstention": kind}),
+        )
 
     # --- judge ----------------------------------------------------------------------------
 
@@ -217,6 +250,16 @@ class ClaimCheck:
             details = self.details(method="judge", judge=judge, raw_reply=raw_reply(exc))
             return MetricResult(metric=name, score=None, error=str(exc), details=details)
         out: Any = judgement.output
+        details = self.details(
+            method="judge",
+            judge=judge,
+            duplicates=groups,
+            usage=token_usage(judgement.usage),
+            attempts=judgement.attempts,
+            latency=judgement.latency,
+        )
+        if not out.claims:
+            return self.abstains(name, NO_CLAIM, details, "the judge listed none")
         verdicts = [
             ClaimVerdict(
                 claim=c.claim,
@@ -226,14 +269,6 @@ class ClaimCheck:
             )
             for c in out.claims
         ]
-        details = self.details(
-            method="judge",
-            judge=judge,
-            duplicates=groups,
-            usage=token_usage(judgement.usage),
-            attempts=judgement.attempts,
-            latency=judgement.latency,
-        )
         return self._result(name, verdicts, details, None)
 
     # --- offline --------------------------------------------------------------------------
@@ -243,12 +278,26 @@ class ClaimCheck:
         name: str,
         question: str,
         text: str,
+        chunks: list[tuple[int, str]],
         units: list[Unit],
         groups: list[DuplicateGroup] | None,
         embedder: Embedder,
     ) -> MetricResult:
+        named = [(f"retrieval_context[{i}]", t) for i, t in chunks]
+        unread = unread_texts([(self.text_name, text), ("the input", question), *named])
+        cannot = self._unreadable(unread, named)
+        route = support_route(not cannot, self.support_model, name)
+        if unread:
+            route = replace(route, note=unread.note(name, route.reader == "multilingual"))
+        reader = self.details(method="offline", judge="offline", duplicates=groups).model_copy(
+            update=route.details
+        )
+        kind = abstention(text)
+        if kind is not None:
+            return self.abstains(name, kind, reader, route.note)
+        if cannot and route.reader != "multilingual":
+            return self._needs_judge(name, unread, route, reader)
         evidence = [u.text for u in units]
-        route = support_route(is_english([text, *evidence]), self.support_model, name)
         scorer = support_scorer(route, embedder)
         [found] = await scorer([SupportItem(text, evidence, question=question)])
         claims = found.claims
@@ -263,12 +312,9 @@ class ClaimCheck:
             )
             for c, unit in zip(claims, closest, strict=True)
         ]
-        details = self.details(
-            method="offline", judge="offline", claims=verdicts, duplicates=groups, **route.details
-        )
         if not claims:
-            why = f"{self.text_name.capitalize()} states nothing to check (offline estimate)."
-            return self._result(name, [], details, route.noted(why))
+            return self.abstains(name, NO_CLAIM, reader, route.note)
+        details = reader.model_copy(update={"claims": verdicts})
         score = float(np.mean([c.support for c in claims]))
         return self._result(
             name,
@@ -279,6 +325,22 @@ class ClaimCheck:
                 "support model of the context metric.)"
             ),
             score=round(score, 6),
+        )
+
+    def _unreadable(self, unread: Unread, chunks: Sequence[tuple[str, str]]) -> bool:
+        """Whether the English reader cannot read the case: the text is in another language,
+        or every chunk whose language can be told is."""
+        if unread.has(self.text_name):
+            return True
+        told = [what for what, t in chunks if language_of(t) is not None]
+        return bool(told) and all(unread.has(what) for what in told)
+
+    def _needs_judge(
+        self, name: str, unread: Unread, route: Route, details: ClaimsDetails
+    ) -> MetricResult:
+        """The result of a case the offline reader cannot read: not applicable, with why."""
+        return MetricResult.not_applying(
+            name, unread.needs_judge(), f"Not scored offline: {route.note}.", details
         )
 
     # --- the result -----------------------------------------------------------------------

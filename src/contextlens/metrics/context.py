@@ -7,7 +7,13 @@ counted, and left out of the mean; a session with none scored has no score and a
 
 With a judge, each interaction is one judge call returning reason and score together.
 Without one, the offline estimate of :mod:`contextlens.offline.support` scores each reply
-sentence by its support in the context, the reference reply and the observation.
+sentence by its support in the context, the reference reply and the observation. Offline, an
+interaction whose reply makes no checkable claim (a refusal, "I don't know", a greeting:
+:mod:`contextlens.offline.abstention`) is not applicable, and so is one whose reply or
+context is in a language the offline reader does not read ("needs a judge"); either is
+counted in ``details.n_not_applicable`` and left out of the mean, and a session with only
+such interactions is not applicable. A text of an interaction in another language is named
+in its reason and ``details.language``.
 
 Size limits: an interaction whose prompt is over ``max_prompt_tokens``, or (offline) with a
 text over ``max_embed_tokens``, fails with its size and the limit and is never sent; the
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +47,8 @@ from contextlens.metrics.base import (
     too_long,
 )
 from contextlens.metrics.registry import metric
-from contextlens.offline.language import is_english
+from contextlens.offline.abstention import KINDS, abstention
+from contextlens.offline.language import Unread, unread_texts
 from contextlens.offline.routes import (
     Route,
     SupportModel,
@@ -55,6 +63,9 @@ from contextlens.schemas import Batch, Dataset, MetricResult
 from contextlens.stats import BayesianMode, StatisticalMode, resolve_weights
 
 log = logger("contextlens.context")
+
+#: Why an interaction whose reply makes no checkable claim is not scored offline.
+ABSTAINS = "not applicable: the answer abstains"
 
 __all__ = [
     "ContextAwareness",
@@ -73,15 +84,19 @@ class ContextVerdict(Reply):
 
 
 class Interaction(BaseModel):
-    """The verdict on one interaction: a score and its reason, or an error (with the
-    judge's last reply when it could not be used). Offline, ``claim`` is the reply's least
-    supported claim, ``claim_support`` its support and ``evidence`` the sentence closest to
-    it in the evidence (the context, the reference reply or the observation)."""
+    """The verdict on one interaction: a score and its reason, an error (with the judge's
+    last reply when it could not be used), or why it is not applicable (offline: its reply
+    abstains, of the kind ``abstention``, or needs a judge). Offline, ``claim`` is the
+    reply's least supported claim, ``claim_support`` its support and ``evidence`` the
+    sentence closest to it in the evidence (the context, the reference reply or the
+    observation)."""
 
     qa_id: str
     score: float | None
     reason: str | None = None
     error: str | None = None
+    not_applicable: str | None = None
+    abstention: str | None = None
     weight: float | None = None
     raw_reply: str | None = None
     claim: str | None = None
@@ -91,10 +106,12 @@ class Interaction(BaseModel):
 
 class ContextDetails(ReaderDetails):
     """A session's details: its interactions' verdicts and the interval of their mean
-    (offline, the reader that scored them)."""
+    (offline, the reader that scored them); ``n_not_applicable`` counts the interactions
+    left out as not applicable."""
 
     n_interactions: int = 0
     n_failed: int = 0
+    n_not_applicable: int = 0
     ci_low: float | None = None
     ci_high: float | None = None
     interactions: list[Interaction] = Field(default_factory=list)
@@ -156,12 +173,12 @@ class ContextAwareness:
             fails with its size.
         support_model: offline, the faithfulness model of English replies: ``"features"``
             or ``"cross-encoder"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default
-            of :mod:`contextlens.offline.routes`), settled when the metric is made. A
-            session whose ``language`` is not English, or whose replies do not read as
-            English, is read by the English scorer and says so (``details.language`` and
-            each reason); :mod:`~contextlens.offline.routes` reads it with the
+            of :mod:`contextlens.offline.routes`), settled when the metric is made. An
+            interaction whose reply or context is not in English (the session's
+            ``language``, or the text as read) is "not applicable: needs a judge" offline,
+            naming the texts (its reason and ``details.language``); it is read with the
             multilingual embedder only when that extra and the models fitted for it are
-            both installed.
+            both installed (:mod:`~contextlens.offline.routes`).
         label: tells this instance apart from others of the same metric in a run (its
             results go by ``NAME:LABEL``); None: the metric's name alone.
     """
@@ -250,19 +267,33 @@ class ContextAwareness:
             )
             for b in session.conversation
         ]
-        routes: list[Route | None] = [
-            None
-            if why is not None
-            else support_route(
-                is_english([b.assistant, session.context], session.language),
-                self.support_model,
-                self.name,
-            )
-            for b, why in zip(session.conversation, refused, strict=True)
-        ]
-        scored: dict[int, tuple[SupportResult, Route]] = {}
-        for route in dict.fromkeys(r for r in routes if r is not None):
-            idx = [i for i, r in enumerate(routes) if r == route]
+        routes: dict[int, Route] = {}
+        skipped: dict[int, Interaction] = {}
+        for i, (b, why) in enumerate(zip(session.conversation, refused, strict=True)):
+            if why is not None:
+                continue
+            route, unreadable = self._route(session, b)
+            routes[i] = route
+            kind = abstention(b.assistant)
+            if kind is not None:
+                skipped[i] = Interaction(
+                    qa_id=b.qa_id,
+                    score=None,
+                    not_applicable=ABSTAINS,
+                    abstention=kind,
+                    reason=route.noted(f"The reply makes no checkable claim ({KINDS[kind]})."),
+                )
+            elif unreadable is not None:
+                skipped[i] = Interaction(
+                    qa_id=b.qa_id,
+                    score=None,
+                    not_applicable=unreadable.needs_judge(),
+                    reason=f"Not scored offline: {route.note}.",
+                )
+        scored: dict[int, SupportResult] = {}
+        todo = [i for i in routes if i not in skipped]
+        for reader in dict.fromkeys(routes[i].reader for i in todo):  # one scorer per reader
+            idx = [i for i in todo if routes[i].reader == reader]
             items = [
                 SupportItem(
                     b.assistant,
@@ -271,15 +302,17 @@ class ContextAwareness:
                 )
                 for b in (session.conversation[i] for i in idx)
             ]
-            results = await support_scorer(route, services.embedder)(items)
-            for i, r in zip(idx, results, strict=True):
-                scored[i] = (r, route)
+            results = await support_scorer(routes[idx[0]], services.embedder)(items)
+            scored.update(zip(idx, results, strict=True))
         found: list[Interaction] = []
         for i, (b, why) in enumerate(zip(session.conversation, refused, strict=True)):
             if why is not None:
                 found.append(Interaction(qa_id=b.qa_id, score=None, error=why))
                 continue
-            r, route = scored[i]
+            if i in skipped:
+                found.append(skipped[i])
+                continue
+            r, route = scored[i], routes[i]
             weakest = min(r.claims, key=lambda c: c.support, default=None)
             found.append(
                 Interaction(
@@ -291,7 +324,27 @@ class ContextAwareness:
                     evidence=(weakest.closest or None) if weakest else None,
                 )
             )
-        return found, reader_details(r for r in routes if r is not None)
+        return found, reader_details(routes.values())
+
+    def _route(self, session: Dataset, batch: Batch) -> tuple[Route, Unread | None]:
+        """The reader of one interaction, with its language note, and the texts it cannot
+        read when it cannot read the interaction (its reply or the context in another
+        language, and no multilingual reader); None when it can."""
+        unread = unread_texts(
+            [
+                ("the reply", batch.assistant),
+                ("the query", batch.query),
+                ("the context", session.context),
+            ],
+            session.language,
+        )
+        cannot = unread.has("the reply") or unread.has("the context")
+        route = support_route(not cannot, self.support_model, self.name)
+        if not unread:
+            return route, None
+        multilingual = route.reader == "multilingual"
+        route = replace(route, note=unread.note(self.name, multilingual))
+        return route, unread if cannot and not multilingual else None
 
     def _aggregate(
         self,
@@ -300,8 +353,13 @@ class ContextAwareness:
         services: Services,
         readers: dict[str, str],
     ) -> MetricResult:
+        skipped = [i for i in interactions if i.error is None and i.not_applicable is not None]
         scored = [i for i in interactions if i.error is None and i.score is not None]
-        failed = [i for i in interactions if i.error is not None or i.score is None]
+        failed = [
+            i
+            for i in interactions
+            if i.error is not None or (i.score is None and i.not_applicable is None)
+        ]
         values = np.array([i.score for i in scored], dtype=float)
         weights = np.array([i.weight for i in scored], dtype=float)
         if len(scored):
@@ -312,14 +370,35 @@ class ContextAwareness:
             judge=services.judge.name if services.judge else "offline",
             n_interactions=len(interactions),
             n_failed=len(failed),
+            n_not_applicable=len(skipped),
             ci_low=estimate.ci_low,
             ci_high=estimate.ci_high,
             interactions=list(interactions),
             raw_reply=next((i.raw_reply for i in failed if i.raw_reply), None),
             **readers,
         )
+        if not scored and not failed and skipped:
+            whys = list(dict.fromkeys(i.not_applicable for i in skipped if i.not_applicable))
+            why = (
+                whys[0]
+                if len(whys) == 1
+                else "not applicable: no interaction can be scored offline"
+            )
+            return MetricResult.not_applying(
+                self.name, why, f"{skipped[0].qa_id}: {skipped[0].reason}", details
+            )
         if not scored:
             first = failed[0].error if failed else "the session has no interactions"
+            if skipped:
+                return MetricResult(
+                    metric=self.name,
+                    score=None,
+                    error=(
+                        f"{len(failed)} of {len(interactions)} interactions failed and "
+                        f"{len(skipped)} are not applicable; first failure: {first}"
+                    ),
+                    details=details,
+                )
             return MetricResult(
                 metric=self.name,
                 score=None,
@@ -332,5 +411,10 @@ class ContextAwareness:
             reason += (
                 f" ({len(failed)} of {len(interactions)} interactions failed, "
                 f"first {failed[0].qa_id}: {failed[0].error})"
+            )
+        if skipped:
+            reason += (
+                f" ({len(skipped)} of {len(interactions)} interactions not applicable, "
+                f"first {skipped[0].qa_id}: {skipped[0].not_applicable})"
             )
         return MetricResult(metric=self.name, score=estimate.value, reason=reason, details=details)

@@ -118,12 +118,15 @@ def rates_text(a: Any, b: Any, missing: str = "-", arrow: str = "->") -> str:
 
 
 def items_text(summary: Any) -> str:
-    """``200 (12 n/a, 40 not run)``: a metric's items, and those neither scored nor failed."""
+    """``200 (12 n/a, 40 not run, 3 not English)``: a metric's items, those neither scored
+    nor failed, and those whose case has a text in another language."""
     parts = []
     if get(summary, "n_not_applicable"):
         parts.append(f"{get(summary, 'n_not_applicable')} n/a")
     if get(summary, "n_not_run"):
         parts.append(f"{get(summary, 'n_not_run')} not run")
+    if get(summary, "n_not_english"):
+        parts.append(f"{get(summary, 'n_not_english')} not English")
     return f"{get(summary, 'n', 0)}" + (f" ({', '.join(parts)})" if parts else "")
 
 

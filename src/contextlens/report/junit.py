@@ -44,6 +44,7 @@ def _properties(suite: ET.Element, summary: MetricSummary | None) -> None:
         "n_passed": summary.n_passed if summary.pass_rate is not None else None,
         "n_not_applicable": summary.n_not_applicable or None,
         "n_not_run": summary.n_not_run or None,
+        "n_not_english": summary.n_not_english or None,
     }
     found = {k: v for k, v in shown.items() if v is not None}
     if found:

@@ -249,6 +249,9 @@ def metric_view(name: str, summary: Any, bucket: Collected, index: int) -> Metri
     n_nr = get(summary, "n_not_run")
     if n_nr:
         stats.append(Stat("Not run", fmt_count(n_nr), "n_not_run", n_nr, tone="warn"))
+    n_ne = get(summary, "n_not_english")
+    if n_ne:
+        stats.append(Stat("Not in English", fmt_count(n_ne), "n_not_english", n_ne, tone="warn"))
     rate = finite(get(summary, "pass_rate"))
     if rate is not None:
         mark, p_low, p_high = (

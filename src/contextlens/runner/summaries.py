@@ -28,6 +28,7 @@ __all__ = [
     "failed_item",
     "finish_run",
     "item_of",
+    "language_noted",
     "merge_repeats",
     "not_applicable_item",
     "not_run_item",
@@ -47,6 +48,7 @@ class Tally:
     failed: int = 0
     not_applicable: int = 0
     not_run: int = 0
+    not_english: int = 0
     seconds: float = 0.0
 
     def add(
@@ -57,11 +59,14 @@ class Tally:
         success: bool | None = None,
         not_applicable: bool = False,
         not_run: bool = False,
+        not_english: bool = False,
     ) -> None:
         """One item of the case at ``index``: its scores (one per repeat), whether it
         failed, whether it passed, whether the metric does not apply to it, whether the run
-        stopped before it."""
+        stopped before it, whether a text of its case is in a language other than English
+        (its details say which: ``details.language``)."""
         self.n += 1
+        self.not_english += not_english
         if not_applicable:
             self.not_applicable += 1
             return
@@ -81,6 +86,7 @@ class Tally:
             item.success,
             item.not_applicable is not None,
             item.not_run is not None,
+            language_noted(item),
         )
 
 
@@ -94,8 +100,19 @@ def item_of(
     """A metric's result as the run's item, under the metric's key. A score that is not a
     finite number in [0, 1] fails the item with its reason (whichever metric gave it); a
     score passes at ``pass_mark`` or more, for every metric alike; what the item says is
-    masked of secrets."""
+    masked of secrets. A result the metric says does not apply (``not_applicable``) is an
+    item neither scored nor failed, with its reason and details."""
     score, error = result.score, result.error
+    if error is None and result.not_applicable is not None:
+        return ItemResult(
+            case_id=case_id,
+            metric=key,
+            score=None,
+            reason=_masked(result.reason),
+            not_applicable=_masked(result.not_applicable),
+            judge=judge,
+            details=result.details,
+        )
     if error is None and not _in_unit_interval(score):
         score, error = None, f"the metric gave the score {score!r}, not a number in [0, 1]"
     if error is not None:
@@ -110,6 +127,12 @@ def item_of(
         judge=judge,
         details=result.details,
     )
+
+
+def language_noted(item: ItemResult) -> bool:
+    """Whether the item's details carry a language note (a text of its case is not in
+    English: :class:`~contextlens.metrics.base.ReaderDetails`' ``language``)."""
+    return getattr(item.details, "language", None) is not None
 
 
 def not_applicable_item(case_id: str, key: MetricKey, why: str) -> ItemResult:
@@ -145,12 +168,16 @@ def failed_item(case_id: str, key: MetricKey, judge: str | None, exc: BaseExcept
 
 
 def merge_repeats(items: list[ItemResult], pass_mark: float = DEFAULT_PASS) -> ItemResult:
-    """The repeats of one item as one: the mean of the scored repeats and their spread."""
+    """The repeats of one item as one: the mean of the scored repeats and their spread. An
+    item no repeat scored is the first that did not fail (not applicable), else the first."""
     if len(items) == 1:
         return items[0]
     scores = [i.score for i in items]
     ok = [s for s in scores if s is not None]
-    first = next((i for i in items if not i.failed), items[0])
+    scored = [i for i in items if i.score is not None]
+    first = scored[0] if scored else next((i for i in items if not i.failed), items[0])
+    if not ok and first.not_applicable is not None:
+        return first.model_copy(update={"repeats": scores})
     mean = float(np.mean(ok)) if ok else None
     return first.model_copy(
         update={
@@ -204,6 +231,7 @@ def summary_of(
         "n_failed": tally.failed,
         "n_not_applicable": tally.not_applicable,
         "n_not_run": tally.not_run,
+        "n_not_english": tally.not_english,
         "seconds": round(tally.seconds, 3),
         "accounting": accounting,
         "threshold": pass_mark,

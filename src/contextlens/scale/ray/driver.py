@@ -159,8 +159,10 @@ class Driver:
             self._absorb(ray.get(ref), first, count)
 
     def _absorb(self, payload: Payload, first: int, count: int) -> None:
-        for at, metric, scores, failed, success, not_applicable in payload.rows:
-            self.tallies[metric].add(first + at, scores, failed, success, not_applicable)
+        for at, metric, scores, failed, success, not_applicable, noted in payload.rows:
+            self.tallies[metric].add(
+                first + at, scores, failed, success, not_applicable, not_english=noted
+            )
         for name, seconds in payload.seconds.items():
             self.tallies[name].seconds += seconds
         self.ledger.merge(payload.entries)

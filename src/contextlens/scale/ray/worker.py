@@ -19,6 +19,7 @@ from contextlens.judges.resolve import resolve_judge
 from contextlens.metrics.base import Metric, own_judge, uses_judge
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner import RunFolder, aevaluate, case_id
+from contextlens.runner.summaries import language_noted
 from contextlens.scale.ray.permits import ClusterLimiter, ClusterLimits
 from contextlens.stats import FrequentistMode
 
@@ -44,11 +45,11 @@ class Plan:
 @dataclass
 class Payload:
     """A finished batch, as a worker reports it: per item its index in the batch, metric,
-    scores (one per repeat) and whether it failed; the JSON lines of the items; seconds per
-    metric; the accounting entries."""
+    scores (one per repeat), whether it failed, passed, did not apply and carries a language
+    note; the JSON lines of the items; seconds per metric; the accounting entries."""
 
     shard: str | None
-    rows: list[tuple[int, str, list[float | None], bool, bool | None, bool]]
+    rows: list[tuple[int, str, list[float | None], bool, bool | None, bool, bool]]
     lines: list[tuple[int, str]]
     seconds: dict[str, float]
     entries: list[LedgerEntry]
@@ -149,7 +150,8 @@ def payload_of(
         at = index[item.case_id]
         scores = item.repeats or [item.score]
         na = item.not_applicable is not None
-        rows.append((at, item.metric, scores, item.failed, item.success, na))
+        noted = language_noted(item)
+        rows.append((at, item.metric, scores, item.failed, item.success, na, noted))
         lines.append((at, item.model_dump_json()))
     return Payload(
         shard=shard,
