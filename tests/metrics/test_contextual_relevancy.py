@@ -115,6 +115,63 @@ def test_blank_chunks_keep_their_index_in_the_verdicts():
     assert [(v.chunk, v.verdict) for v in verdicts] == [(1, "no"), (2, "yes")]
 
 
+def test_judged_chunks_are_relevant_when_a_statement_is_and_have_no_probability():
+    two = "Refunds take five days. The Eiffel Tower is in Paris."
+    model = FakeListChatModel(responses=[verdict_reply("no", "yes", "no", "no")])
+    result = run(
+        ContextualRelevancyScorer(),
+        case("", "Shipping is free.", two, "Call us."),
+        resolve_judge(model),
+    )
+    assert [c.model_dump() for c in result.details.chunks] == [
+        {
+            "index": 1,
+            "relevant": False,
+            "probability": None,
+            "statements": 1,
+            "relevant_statements": 0,
+        },
+        {
+            "index": 2,
+            "relevant": True,
+            "probability": None,
+            "statements": 2,
+            "relevant_statements": 1,
+        },
+        {
+            "index": 3,
+            "relevant": False,
+            "probability": None,
+            "statements": 1,
+            "relevant_statements": 0,
+        },
+    ]
+
+
+def test_offline_chunks_carry_their_probability_and_its_verdict():
+    from contextlens.embeddings.minilm import default_embedder
+
+    scorer = ContextualRelevancyScorer()
+    test_case = ModelTestCase(
+        input="How long does a refund take?",
+        actual_output="Refunds take five business days.",
+        retrieval_context=["", REFUND, "The Eiffel Tower was completed in 1889."],
+    )
+    result = asyncio.run(scorer.score(test_case, Services(judge=None, embedder=default_embedder())))
+    details = result.details
+    assert details.method == "offline" and details.relevance_model == "relevance_answer"
+    assert [c.index for c in details.chunks] == [1, 2]
+    refund, tower = details.chunks
+    assert refund.relevant and not tower.relevant
+    for c in details.chunks:
+        assert c.relevant is (c.probability >= 0.5)
+        assert c.relevant_statements == (c.statements if c.relevant else 0)
+    total = sum(c.statements for c in details.chunks)
+    share = sum(c.probability * c.statements for c in details.chunks) / total
+    assert result.score == pytest.approx(share, abs=1e-6)
+    assert result.reason.startswith(f"{details.relevant} of {total} statement")
+
+
 # --- the judge path ------------------------------------------------------------------------
 
 
@@ -203,6 +260,7 @@ def test_a_failed_judge_is_a_result_with_the_error_not_a_zero():
         "judge_calls": 1,
         "method": "judge",
         "verdicts": [],
+        "chunks": [],
         "relevant": 0,
         "statements": 0,
     }
@@ -393,4 +451,4 @@ def test_a_name_with_an_initial_is_one_statement_for_the_judge_and_offline():
     ]
     assert numbered == ["Justice William O. Douglas wrote the opinion.", "It was issued in 1944."]
     [offline] = asyncio.run(score_relevance([RelevanceItem("Who?", [chunk])], default_embedder()))
-    assert [s.statement for s in offline.statements] == numbered
+    assert list(offline.chunks[0].statements) == numbered

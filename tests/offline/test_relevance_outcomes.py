@@ -15,7 +15,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 # agensight's documented example: a return-policy question and four chunks, of which its
 # judge finds three relevant (score "e.g. 0.75"); offline, only the chunk that states the
-# return window is clearly relevant by its cosine
+# return window is relevant by its cosine (see the example's docstring)
 RETURN_POLICY = "What is your return policy?"
 RETURN_CHUNKS = [
     "Return Policy: Items must be returned within 30 days of purchase",
@@ -32,19 +32,25 @@ UNRELATED = [
 ]
 
 
-def measure(question: str, chunks: list[str]) -> ContextualRelevancyMetric:
+RETURN_ANSWER = "You can return items within 30 days if unused."
+
+
+def measure(question: str, chunks: list[str], answer: str = "-") -> ContextualRelevancyMetric:
     metric = ContextualRelevancyMetric(threshold=0.7, include_reason=True)
-    metric.measure(ModelTestCase(input=question, actual_output="-", retrieval_context=list(chunks)))
+    metric.measure(
+        ModelTestCase(input=question, actual_output=answer, retrieval_context=list(chunks))
+    )
     assert metric.result.details.method == "offline"
     return metric
 
 
 def chunk_relevance(metric: ContextualRelevancyMetric) -> list[float]:
-    return [c.relevance for c in metric.result.details.chunk_relevance]
+    return [c.probability for c in metric.result.details.chunks]
 
 
-def test_agensight_return_policy_example_finds_the_return_window_most_relevant():
-    metric = measure(RETURN_POLICY, RETURN_CHUNKS)
+@pytest.mark.parametrize("answer", ["-", RETURN_ANSWER])
+def test_agensight_return_policy_example_finds_the_return_window_most_relevant(answer):
+    metric = measure(RETURN_POLICY, RETURN_CHUNKS, answer)
     assert 0.0 < metric.score < 1.0
     # one statement per chunk, so the score is the mean of the chunk probabilities (the
     # expected share of relevant statements), and the verdicts are those probabilities at 0.5

@@ -26,19 +26,27 @@ irrelevant_statements, relevant_statements, score)``; DeepEval before 3.5 named 
 reply can still be validated.
 
 Without a judge the offline estimate of :mod:`contextlens.offline.relevance` gives each chunk
-a probability of bearing on the input, and the score is the expected share of relevant
-statements: the sum over chunks of probability times statements, over all statements (strict
-mode reads the verdicts). The yes/no verdict of each sentence, read in its chunk, shares the
-chunk's probability out over its sentences (most similar first) and is for display. It has
-no prompt: a given template is reported as unused (a warning and ``details.template``). An
-input or a chunk over ``max_embed_tokens`` fails the case with its size; nothing is embedded.
-A case that does not read as English says so in its reason and ``details.language``
-(:mod:`contextlens.offline.routes`).
+a calibrated probability of bearing on the input, read from its embedding similarity to the
+input (and to ``actual_output`` when the case has one: a chunk the answer draws on bears on
+the input) within its list. A chunk is relevant exactly when that probability is at least
+0.5, and each of its statements (its sentences) carries the chunk's probability and verdict,
+so no verdict disagrees with its probability. The score is the expected share of relevant
+statements: the sum over chunks of probability times statements, over all statements
+(strict mode reads the verdicts). It has no prompt: a given template is reported as unused
+(a warning and ``details.template``). An input, answer or chunk over ``max_embed_tokens``
+fails the case with its size; nothing is embedded. A case that does not read as English
+says so in its reason and ``details.language`` (:mod:`contextlens.offline.routes`).
+
+Every result lists its chunks in ``details.chunks`` (:class:`ChunkRelevance`: index,
+relevant, probability, statements, relevant statements). Offline the probability is the
+model's; with a judge it is None (a judge gives verdicts, not probabilities) and a chunk is
+relevant when the judge found at least one of its statements relevant.
 
 Decisions: ``retrieval_context=None`` raises :class:`~contextlens.errors.InputError` (a
 ``ValueError``) naming the field, as DeepEval requires it too; an empty list or only blank
 chunks is a computed 0.0 ("the retrieval context is empty"), not a failure. A blank
-``input`` raises too. ``actual_output`` is not used and not required.
+``input`` raises too. ``actual_output`` is not required; offline it is read when it has a
+word.
 """
 
 from __future__ import annotations
@@ -85,9 +93,14 @@ from contextlens.metrics.calls import (
 )
 from contextlens.metrics.registry import metric
 from contextlens.offline.language import is_english
-from contextlens.offline.relevance import RelevanceItem, StatementRelevance
+from contextlens.offline.relevance import (
+    THRESHOLD,
+    RelevanceItem,
+    RelevanceResult,
+    has_words,
+    statements_of,
+)
 from contextlens.offline.routes import relevance_route, score_relevance_routed
-from contextlens.offline.text import sentences
 from contextlens.redact import logger
 from contextlens.schemas import MetricResult, ModelTestCase
 
@@ -120,7 +133,8 @@ PromptBuilder = Callable[[str, str, str], list[Message]]
 
 class StatementVerdict(BaseModel):
     """One statement of a chunk and whether it is relevant to the input; ``chunk`` is its
-    chunk's 0-based index in ``retrieval_context`` (offline adds its ``relevance``)."""
+    chunk's 0-based index in ``retrieval_context``. Offline, ``relevance`` is its chunk's
+    probability and the verdict is "yes" exactly when that is at least 0.5."""
 
     chunk: int
     statement: str
@@ -130,24 +144,35 @@ class StatementVerdict(BaseModel):
 
 
 class ChunkRelevance(BaseModel):
-    """Offline: the probability that a chunk bears on the input."""
+    """One chunk of ``retrieval_context`` (``index``) and whether it bears on the input.
 
-    chunk: int
-    relevance: float
+    Offline, ``probability`` is the calibrated probability that it does and ``relevant`` is
+    exactly ``probability >= 0.5``; each of its statements shares that verdict, so
+    ``relevant_statements`` is all of them or none. With a judge, ``probability`` is None
+    (the judge gives verdicts, not probabilities) and the chunk is relevant when the judge
+    found at least one of its statements relevant; ``relevant_statements`` counts those.
+    """
+
+    index: int
+    relevant: bool
+    probability: float | None = None
+    statements: int
+    relevant_statements: int
 
 
 class RelevancyDetails(ReaderDetails):
-    """A contextual-relevancy result's details: every statement's verdict and the counts
-    the score is computed from; offline, each chunk's probability, the expected number of
-    relevant statements (the score is it over ``statements``, unless in strict mode) and
-    the reader that scored them."""
+    """A contextual-relevancy result's details: every statement's verdict, every chunk's
+    (``chunks``) and the counts the score is computed from; offline, the expected number of
+    relevant statements (the score is it over ``statements``, unless in strict mode), the
+    relevance model and the reader that scored them."""
 
     method: Literal["judge", "offline"] | None = None
     verdicts: list[StatementVerdict] = Field(default_factory=list)
+    chunks: list[ChunkRelevance] = Field(default_factory=list)
     relevant: int = 0
     statements: int = 0
-    chunk_relevance: list[ChunkRelevance] | None = None
     expected_relevant: float | None = None
+    relevance_model: str | None = None
     judge_calls: int | None = None
     template: str | None = None
 
@@ -226,12 +251,6 @@ def verdicts_schema(n_statements: int, with_reason: bool) -> type[VerdictsReply]
     model = create_model("ContextualRelevancy", __base__=VerdictsReply, **fields)
     model.n_statements = n_statements
     return model
-
-
-def statements_of(chunk: str) -> list[str]:
-    """A chunk's statements: its sentences, as the offline path splits them (the whole chunk
-    when it has no sentence)."""
-    return sentences(chunk) or [chunk.strip()]
 
 
 def reply_schema(chunks: Sequence[str], with_reason: bool) -> type[VerdictsReply]:
@@ -460,7 +479,8 @@ class ContextualRelevancyScorer:
         label: tells this instance apart from others of the same metric in a run (its
             results go by ``NAME:LABEL``); None: the metric's name alone.
 
-    ``details`` are :class:`RelevancyDetails`: each statement's :class:`StatementVerdict`.
+    ``details`` are :class:`RelevancyDetails`: each statement's :class:`StatementVerdict` and
+    each chunk's :class:`ChunkRelevance` (offline, its calibrated probability).
     """
 
     case_type = ModelTestCase
@@ -513,7 +533,8 @@ class ContextualRelevancyScorer:
                 RelevancyDetails(),
             )
         if services.judge is None:
-            return await self._offline(case.input, chunks, services)
+            answer = getattr(case, "actual_output", None) or ""
+            return await self._offline(case.input, chunks, answer, services)
         return await self._judged(case.input, chunks, services)
 
     def _result(
@@ -537,15 +558,15 @@ class ContextualRelevancyScorer:
                 reason += f" Expected share of relevant statements: {score:.2f}."
             if total and explanation:
                 reason += " " + explanation
-        details = details.model_copy(
-            update={"verdicts": verdicts, "relevant": relevant, "statements": total}
-        )
+        update: dict[str, Any] = {"verdicts": verdicts, "relevant": relevant, "statements": total}
+        if not details.chunks:
+            update["chunks"] = _judged_chunks(verdicts)
         return MetricResult(
             metric=self.name,
             score=score,
             reason=reason,
             success=score >= self.threshold,
-            details=details,
+            details=details.model_copy(update=update),
         )
 
     def _score(self, relevant: int, total: int) -> float:
@@ -556,10 +577,15 @@ class ContextualRelevancyScorer:
     # --- offline --------------------------------------------------------------------------
 
     async def _offline(
-        self, input_text: str, chunks: list[Chunk], services: Services
+        self, input_text: str, chunks: list[Chunk], answer: str, services: Services
     ) -> MetricResult:
+        answer = answer if has_words(answer) else ""
         too_big = too_long(
-            [("the input", input_text), *((f"retrieval_context[{i}]", t) for i, t in chunks)],
+            [
+                ("the input", input_text),
+                ("actual_output", answer),
+                *((f"retrieval_context[{i}]", t) for i, t in chunks),
+            ],
             self.max_embed_tokens,
         )
         if too_big is not None:
@@ -574,27 +600,42 @@ class ContextualRelevancyScorer:
         texts = [t for _, t in chunks]
         route = relevance_route(is_english([input_text, "\n".join(texts)]), self.name)
         [found] = await score_relevance_routed(
-            [RelevanceItem(input_text, texts)], services.embedder, route
+            [RelevanceItem(input_text, texts, answer)], services.embedder, route
         )
-        verdicts = [
-            StatementVerdict(
-                chunk=chunks[s.chunk][0],
-                statement=s.statement,
-                verdict=s.verdict,
-                reason=f"chunk bears on the input with p={found.chunk_relevance[s.chunk]:.2f}; "
-                f"statement similarity {s.similarity:.2f} (offline)",
-                relevance=round(s.relevance, 4),
+        verdicts: list[StatementVerdict] = []
+        scored: list[ChunkRelevance] = []
+        expected = 0.0
+        for c in found.chunks:
+            p = round(c.probability, 4)  # the verdict is read from the probability shown
+            relevant = p >= THRESHOLD
+            index = chunks[c.chunk][0]
+            expected += p * len(c.statements)
+            scored.append(
+                ChunkRelevance(
+                    index=index,
+                    relevant=relevant,
+                    probability=p,
+                    statements=len(c.statements),
+                    relevant_statements=len(c.statements) if relevant else 0,
+                )
             )
-            for s in found.statements
-        ]
+            why = _chunk_reason(p, c.similarity, c.answer_similarity)
+            verdicts.extend(
+                StatementVerdict(
+                    chunk=index,
+                    statement=statement,
+                    verdict="yes" if relevant else "no",
+                    reason=why,
+                    relevance=p,
+                )
+                for statement in c.statements
+            )
         details = RelevancyDetails(
             method="offline",
             judge="offline",
-            chunk_relevance=[
-                ChunkRelevance(chunk=chunks[i][0], relevance=round(r, 4))
-                for i, r in enumerate(found.chunk_relevance)
-            ],
-            expected_relevant=round(found.expected_relevant, 4),
+            chunks=scored,
+            expected_relevant=round(expected, 4),
+            relevance_model=found.model,
             **route.details,
         )
         if self.evaluation_template is not None:
@@ -605,8 +646,8 @@ class ContextualRelevancyScorer:
                 UserWarning,
                 stacklevel=2,
             )
-        explanation = route.noted(_offline_explanation(found.statements))
-        return self._result(verdicts, explanation, details, found.expected_relevant)
+        explanation = route.noted(_offline_explanation(found, scored, bool(answer)))
+        return self._result(verdicts, explanation, details, expected)
 
     # --- judge ----------------------------------------------------------------------------
 
@@ -778,16 +819,41 @@ def _chunks(case: ModelTestCase) -> list[Chunk]:
     return [(i, text) for i, text in enumerate(context) if text and text.strip()]
 
 
-def _offline_explanation(statements: Sequence[StatementRelevance]) -> str:
+def _judged_chunks(verdicts: Sequence[StatementVerdict]) -> list[ChunkRelevance]:
+    """Each judged chunk: relevant when at least one of its statements is; no probability."""
+    counts: dict[int, list[int]] = {}
+    for v in verdicts:
+        seen = counts.setdefault(v.chunk, [0, 0])
+        seen[0] += 1
+        seen[1] += v.verdict == "yes"
+    return [
+        ChunkRelevance(index=i, relevant=yes > 0, statements=n, relevant_statements=yes)
+        for i, (n, yes) in counts.items()
+    ]
+
+
+def _chunk_reason(p: float, similarity: float, answer_similarity: float | None) -> str:
+    text = f"the chunk bears on the input with p={p:.2f} (offline; cosine {similarity:.2f} to "
+    text += "the input"
+    if answer_similarity is not None:
+        text += f", {answer_similarity:.2f} to the answer"
+    return text + ")"
+
+
+def _offline_explanation(
+    found: RelevanceResult, chunks: Sequence[ChunkRelevance], answered: bool
+) -> str:
+    read = "the input and the answer" if answered else "the input"
     text = (
-        "(Offline estimate: each chunk's probability of bearing on the input, from embedding "
-        "similarity, weighted by its statements; the verdicts share it out, most similar "
-        "statements first.)"
+        "(Offline estimate: each chunk's calibrated probability of bearing on the input, from "
+        f"its embedding similarity to {read} within its list; a chunk is relevant at 0.5 or "
+        "more, and its statements with it.)"
     )
-    weakest = min(statements, key=lambda s: s.relevance)
-    if weakest.verdict == "no":
+    k = min(range(len(chunks)), key=lambda i: chunks[i].probability or 0.0)
+    weakest = chunks[k]
+    if not weakest.relevant:
         text += (
-            f" Least relevant: {weakest.statement[:120]!r} "
-            f"(similarity {weakest.similarity:.2f} to the input)."
+            f" Least relevant: retrieval_context[{weakest.index}] (p={weakest.probability:.2f}), "
+            f"{found.chunks[k].statements[0][:120]!r}."
         )
     return text

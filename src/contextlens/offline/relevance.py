@@ -1,122 +1,152 @@
-"""Offline relevance: does a retrieved chunk bear on the input, and which of its statements do.
+"""Offline relevance: the calibrated probability that a retrieved chunk bears on the input.
 
-What it is: a logistic map (``offline/weights/relevance.json``, loaded with
-:func:`contextlens.offline.model.load_model`) of the cosine similarity (bundled MiniLM) of
-the input and the whole chunk to the probability that the chunk bears on the input: that it
-is about what the input asks, whether or not it states the answer (DeepEval's contextual
-relevancy). Its ranking is the raw cosine's.
+What it is: a logistic model over a few features of each chunk in its retrieved list, read
+from the bundled embedder (all-MiniLM-L6-v2) and the words: the cosine of the input and the
+chunk, how far that is below the list's best chunk, the chunk's cosine to that best chunk,
+and the input's words it has (:data:`CANDIDATES`). When the case has an answer
+(``actual_output``), a second model also reads the chunk's cosine to the answer, how far
+that is below the list's best, and the answer's own words (not the input's) that the chunk
+has: a chunk the answer draws on bears on the input. The models ship as numbers
+(``offline/weights/relevance.json`` and ``relevance_answer.json``, loaded with
+:func:`contextlens.offline.model.load_model`); ``benchmarks/fit_relevance.py`` chose their
+features and fitted them on TREC Deep Learning 2019 and 2020 passage judgements (a passage
+of grade >= 1 bears on its query), leave-one-source-out, and records the held-out table in
+each file's ``meta``.
 
-``benchmarks/fit_relevance.py`` chose it on held-out sources with negatives of the same
-query: TREC DL 2020 graded passages (grade >= 1 against the grade-0 passages retrieved for
-the same query) and HaluEval QA (a question's own knowledge against the knowledge of the
-question sharing most of its terms). Every set of :data:`CANDIDATES` with the cosine (the best
-sentence's similarity, whether the chunk has the input's rarest term, the rarity-weighted
-share of the input's terms, the chunk's and the input's lengths) was scored on pooled AUROC,
-each source by models fitted without it; none was above the raw cosine on every source (the
-lexical features shift the level per query, which costs pooled ranking), so the cosine
-ships: pooled AUROC 0.691 on TREC DL 2020 (0.740 within a query) and 0.964 on HaluEval. The
-map is fitted on both.
+The probability is calibrated: of the chunks given about 0.7, about 7 in 10 were judged
+relevant on the held-out source. A chunk is relevant exactly when its probability is at
+least :data:`THRESHOLD`; each of its statements (its sentences) has the chunk's probability
+and verdict, so no verdict disagrees with its probability. The metric's score is the
+expected share of relevant statements: each chunk's probability times its statements,
+summed, over all statements (:attr:`RelevanceResult.expected_share`).
 
-The metric's score is the expected share of relevant statements: each chunk's probability
-times its statements, summed, over all statements (:attr:`RelevanceResult.expected_share`).
-The statements of a chunk are its sentences (:func:`contextlens.offline.text.sentences`),
-each read in its chunk, and each has a yes/no verdict for display: the chunk's probability
-shared out over its statements, the ones most similar to the input first
-(:func:`statement_relevance`), so the share of "yes" statements of a chunk is its
-probability rounded to whole statements. A chunk of one statement is "yes" when its
-probability is at least :data:`THRESHOLD`.
-
-What it is not: a reader. It knows what the embedder tells it: a refund bears on "what if
-these shoes don't fit?" only to a reader (cosine 0.07, as low as text about something
-else), and a product's condition belongs to a return policy only to one who knows returns.
-Use it to triage chunks, and an LLM judge where such links matter.
+What it is not: a reader. Its figures hold for a retrieval over a knowledge base of many
+topics, where what is off-topic is text about another topic. A passage that shares the
+input's words but is judged to have nothing to do with it (TREC DL 2020's grade-0 passages,
+which web-scale retrieval returns) is given too high a probability; the fit script prints
+how often. It knows what the embedder tells it: that a product's condition belongs to a
+return policy only a reader knows.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from contextlens.embeddings.base import Embedder, TextVectors, embed_distinct
 from contextlens.offline.model import LogisticModel, load_model
-from contextlens.offline.query import LEXICAL_FEATURES, lexical_features, term_share
-from contextlens.offline.text import sentences
+from contextlens.offline.query import LEXICAL_FEATURES, lexical_features, profile, term_set
+from contextlens.offline.text import WORD, sentences
 
-#: Every chunk feature the extractor computes, in the order of :class:`ChunkFeatures`
-#: columns; ``benchmarks/fit_relevance.py`` chooses the model's features among them.
-CANDIDATES: tuple[str, ...] = ("similarity", "best_similarity", *LEXICAL_FEATURES)
-#: The features the shipped model takes (``offline/weights/relevance.json``).
-FEATURES: tuple[str, ...] = ("similarity",)
-#: A statement is relevant ("yes") when its relevance is at least this.
+#: Features of a chunk that do not read the answer, in :class:`ChunkFeatures` column order.
+INPUT_FEATURES: tuple[str, ...] = (
+    "similarity",  # cosine of the input and the chunk
+    "gap",  # similarity minus the best similarity in the chunk's list (<= 0)
+    "to_best",  # cosine of the chunk and the list's most input-similar chunk
+    *LEXICAL_FEATURES,
+)
+#: Features that read the answer (0 when the case has none).
+ANSWER_FEATURES: tuple[str, ...] = (
+    "answer_similarity",  # cosine of the answer and the chunk
+    "answer_gap",  # answer_similarity minus the list's best (<= 0)
+    "answer_coverage",  # rarity-weighted share of the answer's own terms the chunk has
+)
+#: Every chunk feature the extractor computes; ``benchmarks/fit_relevance.py`` chooses each
+#: model's features among them.
+CANDIDATES: tuple[str, ...] = (*INPUT_FEATURES, *ANSWER_FEATURES)
+#: A chunk bears on the input ("yes") when its probability is at least this.
 THRESHOLD = 0.5
-#: Name of the bundled model (``offline/weights/relevance.json``).
+#: The bundled models: without an answer, and with one.
 MODEL = "relevance"
+ANSWER_MODEL = "relevance_answer"
 
 
-@dataclass(frozen=True)
-class StatementRelevance:
-    """One statement of the retrieval context and its relevance to the input."""
+def has_words(text: str | None) -> bool:
+    """Whether ``text`` has a word or a number (``"-"``, a placeholder, has none)."""
+    return bool(text and WORD.search(text))
 
-    chunk: int  # index of the chunk in the retrieval context
-    statement: str
-    similarity: float  # of the statement and the input
-    chunk_similarity: float  # of the whole chunk and the input
-    overlap: float  # share of the input's terms (:func:`~contextlens.offline.query.profile`)
-    relevance: float
 
-    @property
-    def verdict(self) -> Literal["yes", "no"]:
-        return "yes" if self.relevance >= THRESHOLD else "no"
+def statements_of(chunk: str) -> list[str]:
+    """A chunk's statements: its sentences (the whole chunk when it has none; none when it
+    is blank)."""
+    return sentences(chunk) or ([chunk.strip()] if chunk.strip() else [])
 
 
 @dataclass(frozen=True)
 class RelevanceItem:
-    """An input and the chunks retrieved for it."""
+    """An input, the chunks retrieved for it in their order, and the answer given from them
+    (``""``: none)."""
 
     input: str
     chunks: Sequence[str]
+    answer: str = ""
+
+    @property
+    def answered(self) -> bool:
+        return has_words(self.answer)
+
+
+@dataclass(frozen=True)
+class ChunkScore:
+    """One non-blank chunk: its index in the item's chunks, its probability of bearing on
+    the input, its statements and its cosines to the input and (when given) the answer."""
+
+    chunk: int
+    probability: float
+    statements: tuple[str, ...]
+    similarity: float
+    answer_similarity: float | None = None
+
+    @property
+    def relevant(self) -> bool:
+        return self.probability >= THRESHOLD
 
 
 @dataclass(frozen=True)
 class RelevanceResult:
-    """The statements of every chunk with their relevance, and each chunk's relevance."""
+    """Every non-blank chunk's score, and which model gave them."""
 
-    statements: tuple[StatementRelevance, ...]
-    chunk_relevance: tuple[float, ...]  # one per chunk; 0.0 for a blank chunk
+    chunks: tuple[ChunkScore, ...]
+    n_chunks: int  # chunks of the item, blank ones included
+    model: str
 
     @property
-    def relevant(self) -> int:
-        return sum(s.verdict == "yes" for s in self.statements)
+    def chunk_relevance(self) -> tuple[float, ...]:
+        """One probability per chunk of the item; 0.0 for a blank chunk."""
+        by_index = {c.chunk: c.probability for c in self.chunks}
+        return tuple(by_index.get(i, 0.0) for i in range(self.n_chunks))
 
     @property
     def total(self) -> int:
-        return len(self.statements)
+        """The statements of every chunk."""
+        return sum(len(c.statements) for c in self.chunks)
+
+    @property
+    def relevant(self) -> int:
+        """The statements of the relevant chunks."""
+        return sum(len(c.statements) for c in self.chunks if c.relevant)
 
     @property
     def expected_relevant(self) -> float:
         """The expected number of relevant statements: each chunk's probability times its
         statements, summed."""
-        return float(sum(self.chunk_relevance[s.chunk] for s in self.statements))
+        return float(sum(c.probability * len(c.statements) for c in self.chunks))
 
     @property
     def expected_share(self) -> float:
-        """The expected share of relevant statements (0.0 with no statement): what the
-        metric's score is offline."""
+        """The expected share of relevant statements (0.0 with no statement): the metric's
+        score offline."""
         return self.expected_relevant / self.total if self.total else 0.0
 
 
 @dataclass(frozen=True)
 class ChunkFeatures:
-    """The :data:`CANDIDATES` features of every non-blank chunk of a batch of items."""
+    """The :data:`CANDIDATES` of every non-blank chunk of a batch of items."""
 
     keys: list[tuple[int, int]]  # (item, chunk) of each row
     matrix: np.ndarray  # (rows, len(CANDIDATES))
-    sentences: list[list[str]]  # the statements of each row's chunk
-    sentence_similarity: list[np.ndarray]  # each statement's similarity to the input
 
     def columns(self, names: Sequence[str]) -> np.ndarray:
         """The columns of the features ``names`` (ValueError for an unknown name)."""
@@ -128,86 +158,66 @@ class ChunkFeatures:
         return self.matrix[:, [CANDIDATES.index(n) for n in names]]
 
 
-Statements = list[list[list[str]]]  # the sentences of each chunk of each item
-
-
-def split(items: Sequence[RelevanceItem]) -> Statements:
-    """The statements (sentences) of every chunk of every item."""
-    return [[sentences(chunk) for chunk in item.chunks] for item in items]
-
-
-def relevance_texts(
-    items: Sequence[RelevanceItem], statements: Statements | None = None
-) -> list[str]:
-    """Every text to embed for ``items``: inputs, non-blank chunks and their sentences."""
+def relevance_texts(items: Sequence[RelevanceItem]) -> list[str]:
+    """Every text to embed for ``items``: inputs, answers and non-blank chunks."""
     out: list[str] = []
-    for item, groups in zip(items, statements or split(items), strict=True):
+    for item in items:
         out.append(item.input)
-        for chunk, group in zip(item.chunks, groups, strict=True):
-            if group:
-                out.append(chunk)
-                out.extend(group)
+        if item.answered:
+            out.append(item.answer)
+        out.extend(c for c in item.chunks if c.strip())
     return out
 
 
-def chunk_features(
-    items: Sequence[RelevanceItem], vectors: TextVectors, statements: Statements | None = None
-) -> ChunkFeatures:
+def answer_coverage(question: str, answer: str, chunk: str) -> float:
+    """The rarity-weighted share of the answer's terms that are not the input's and that
+    ``chunk`` has (0.0 when the answer adds no term)."""
+    asked = set(profile(question).terms)
+    said = profile(answer)
+    own = [(t, w) for t, w in zip(said.terms, said.weights.tolist(), strict=True) if t not in asked]
+    total = sum(w for _, w in own)
+    if total <= 0:
+        return 0.0
+    seen, _ = term_set(chunk)
+    return sum(w for t, w in own if t in seen) / total
+
+
+def _item_rows(item: RelevanceItem, vectors: TextVectors, kept: list[int]) -> np.ndarray:
+    """The :data:`CANDIDATES` of the chunks ``kept`` of one item."""
+    texts = [item.chunks[j] for j in kept]
+    chunks = vectors.of(texts).astype(np.float64)
+    sim = chunks @ vectors[item.input].astype(np.float64)
+    best = int(np.argmax(sim))
+    to_best = chunks @ chunks[best]
+    lexical = np.array([lexical_features(item.input, t) for t in texts], dtype=np.float64)
+    if item.answered:
+        ans = chunks @ vectors[item.answer].astype(np.float64)
+        answer = np.column_stack(
+            [ans, ans - ans.max(), [answer_coverage(item.input, item.answer, t) for t in texts]]
+        )
+    else:
+        answer = np.zeros((len(texts), len(ANSWER_FEATURES)))
+    return np.column_stack([sim, sim - sim.max(), to_best, lexical, answer])
+
+
+def chunk_features(items: Sequence[RelevanceItem], vectors: TextVectors) -> ChunkFeatures:
     """The :data:`CANDIDATES` of every non-blank chunk; ``vectors`` embeds
     :func:`relevance_texts`."""
     keys: list[tuple[int, int]] = []
-    groups: list[list[str]] = []
-    queries: list[int] = []
-    chunk_rows: list[int] = []
-    sentence_rows: list[int] = []
-    lexical: list[list[float]] = []
-    for i, (item, item_groups) in enumerate(zip(items, statements or split(items), strict=True)):
-        for j, (chunk, group) in enumerate(zip(item.chunks, item_groups, strict=True)):
-            if not group:
-                continue
-            keys.append((i, j))
-            groups.append(group)
-            queries.append(vectors.index[item.input])
-            chunk_rows.append(vectors.index[chunk])
-            sentence_rows.extend(vectors.index[s] for s in group)
-            lexical.append(lexical_features(item.input, chunk))
+    blocks: list[np.ndarray] = []
+    for i, item in enumerate(items):
+        kept = [j for j, c in enumerate(item.chunks) if c.strip()]
+        if not kept:
+            continue
+        keys.extend((i, j) for j in kept)
+        blocks.append(_item_rows(item, vectors, kept))
     if not keys:
-        return ChunkFeatures([], np.zeros((0, len(CANDIDATES))), [], [])
-    m = vectors.matrix
-    q = m[queries]
-    chunk_sim = np.einsum("ij,ij->i", m[chunk_rows], q)
-    sizes = np.array([len(g) for g in groups])
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    sent_sim = np.einsum("ij,ij->i", m[sentence_rows], np.repeat(q, sizes, axis=0))
-    best = np.maximum.reduceat(sent_sim, starts)
-    per_chunk = np.split(sent_sim.astype(np.float64), starts[1:])
-    matrix = np.column_stack([chunk_sim, best, np.asarray(lexical, dtype=np.float64)])
-    return ChunkFeatures(keys, matrix.astype(np.float64), groups, per_chunk)
+        return ChunkFeatures([], np.zeros((0, len(CANDIDATES))))
+    return ChunkFeatures(keys, np.vstack(blocks))
 
 
-def statement_relevance(chunk_relevance: float, similarity: np.ndarray) -> np.ndarray:
-    """Each statement's relevance, given its chunk's relevance and its own similarity.
-
-    The statements are ranked by similarity to the input; the one at rank ``r`` (0 = best)
-    of ``n`` gets ``sigmoid(logit(chunk_relevance) + logit(1 - (r + 0.5) / n))``. So a
-    statement alone in its chunk has the chunk's relevance, and the number of statements at
-    or above 0.5 is ``chunk_relevance * n`` rounded: the share of "yes" statements is the
-    chunk's relevance, with the best-matching statements the "yes" ones.
-    """
-    n = len(similarity)
-    p = float(np.clip(chunk_relevance, 1e-6, 1 - 1e-6))
-    order = np.argsort(-np.asarray(similarity), kind="stable")
-    quantile = 1.0 - (np.arange(n) + 0.5) / n
-    offsets = np.empty(n)
-    offsets[order] = np.log(quantile / (1.0 - quantile))
-    z = math.log(p / (1.0 - p)) + offsets
-    return 1.0 / (1.0 + np.exp(-z))
-
-
-def predict(features: ChunkFeatures, model: LogisticModel | None = None) -> np.ndarray:
-    """The relevance probability of each row of ``features``, from the columns ``model``
-    takes (the bundled model's :data:`FEATURES` by default)."""
-    model = model or load_model(MODEL)
+def predict(features: ChunkFeatures, model: LogisticModel) -> np.ndarray:
+    """The probability of each row of ``features`` from the columns ``model`` takes."""
     if not set(model.features) <= set(CANDIDATES):
         raise ValueError(
             f"offline model {model.name!r} takes the features {model.features}; the relevance "
@@ -221,36 +231,34 @@ def predict(features: ChunkFeatures, model: LogisticModel | None = None) -> np.n
 async def score_relevance(
     items: Sequence[RelevanceItem], embedder: Embedder, model: LogisticModel | None = None
 ) -> list[RelevanceResult]:
-    """The relevance of every chunk and statement of every item; one ``embed`` call."""
-    statements = split(items)
-    vectors = await embed_distinct(embedder, relevance_texts(items, statements))
-    feats = chunk_features(items, vectors, statements)
-    probs = predict(feats, model)
-    chunk_sims = feats.columns(("similarity",))[:, 0]
-    by_key = {key: row for row, key in enumerate(feats.keys)}
+    """Every chunk's probability of bearing on its input; one ``embed`` call. ``model``
+    scores every item; by default an item with an answer is scored by the bundled
+    :data:`ANSWER_MODEL`, one without by :data:`MODEL`."""
+    vectors = await embed_distinct(embedder, relevance_texts(items))
+    feats = chunk_features(items, vectors)
+    sims = feats.columns(("similarity", "answer_similarity"))
+    chosen = [model or load_model(ANSWER_MODEL if item.answered else MODEL) for item in items]
+    probs = np.zeros(len(feats.keys))
+    rows_of: dict[int, list[int]] = {}
+    for row, (i, _) in enumerate(feats.keys):
+        rows_of.setdefault(i, []).append(row)
+    for name in {m.name for m in chosen}:
+        rows = [r for i, m in enumerate(chosen) if m.name == name for r in rows_of.get(i, [])]
+        if rows:
+            used = next(m for m in chosen if m.name == name)
+            part = ChunkFeatures([feats.keys[r] for r in rows], feats.matrix[rows])
+            probs[rows] = predict(part, used)
     results: list[RelevanceResult] = []
     for i, item in enumerate(items):
-        scored: list[StatementRelevance] = []
-        chunk_relevance: list[float] = []
-        for j in range(len(item.chunks)):
-            row = by_key.get((i, j))
-            if row is None:
-                chunk_relevance.append(0.0)
-                continue
-            p = float(probs[row])
-            chunk_relevance.append(p)
-            sims = feats.sentence_similarity[row]
-            chunk_sim = float(chunk_sims[row])
-            for statement, sim, rel in zip(
-                feats.sentences[row],
-                sims.tolist(),
-                statement_relevance(p, sims).tolist(),
-                strict=True,
-            ):
-                scored.append(
-                    StatementRelevance(
-                        j, statement, sim, chunk_sim, term_share(item.input, statement), rel
-                    )
-                )
-        results.append(RelevanceResult(tuple(scored), tuple(chunk_relevance)))
+        scored = tuple(
+            ChunkScore(
+                chunk=feats.keys[r][1],
+                probability=float(probs[r]),
+                statements=tuple(statements_of(item.chunks[feats.keys[r][1]])),
+                similarity=float(sims[r, 0]),
+                answer_similarity=float(sims[r, 1]) if item.answered else None,
+            )
+            for r in rows_of.get(i, [])
+        )
+        results.append(RelevanceResult(scored, len(item.chunks), chosen[i].name))
     return results

@@ -72,8 +72,9 @@ def _relevancy(details: RelevancyDetails, n_chunks: int, ev: Evidence) -> None:
             reason=clip(v.reason, 2000),
             value=v.relevance,
         )
-    for c in details.chunk_relevance or []:
-        ev.note(c.chunk, kind="value", label="relevance to the input", value=c.relevance)
+    for c in details.chunks:
+        if c.probability is not None:
+            ev.note(c.index, kind="value", label="relevance to the input", value=c.probability)
     ev.facts.append(("relevant statements", f"{details.relevant} of {details.statements}"))
     if details.method:
         ev.facts.append(("method", details.method))
