@@ -141,6 +141,8 @@ def test_runs_and_compare(run_cli, tmp_path, cases_file, monkeypatch):
             "-q",
             "--name",
             "runs-and-compare",
+            "--threshold",  # a similarity has no pass mark of its own: set one to compare
+            "context-similarity=0.3",
         )
         assert code == 0
     first, second = RunStore().latest(2, name="runs-and-compare")

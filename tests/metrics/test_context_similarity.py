@@ -158,6 +158,23 @@ async def test_passing_is_score_at_least_threshold(threshold: float, passing: bo
     assert res.success is passing
 
 
+async def test_no_pass_mark_gives_no_verdict() -> None:
+    """The score is a similarity, not a probability: unless a mark is set there is no
+    verdict, however high or low the score."""
+    for vectors in (
+        {"q": [1.0, 0.0], "a": [1.0, 0.0], "c": [1.0, 0.0]},
+        {"q": [1.0, 0.0], "a": [1.0, 0.0], "c": [0.0, 1.0]},
+    ):
+        scorer = ContextSimilarityScorer()
+        res = await scorer.score(
+            {"query": "q", "generated_text": "a", "contexts": ["c"]},
+            Services(judge=None, embedder=fixed(**vectors)),
+        )
+        assert res.score in (pytest.approx(1.0), pytest.approx(0.0, abs=1e-6))
+        assert res.success is None and res.details.passing is None
+        assert res.details.novastack()["passing"] is None
+
+
 def test_constructor_validation() -> None:
     with pytest.raises(ValueError, match=r"'cosine', 'dot_product', 'euclidean'.*'manhattan'"):
         ContextSimilarityScorer(similarity_mode="manhattan")
@@ -166,8 +183,9 @@ def test_constructor_validation() -> None:
     with pytest.raises(TypeError, match="must be a number"):
         ContextSimilarityScorer(score_threshold="0.5")  # type: ignore[arg-type]
     scorer = ContextSimilarityScorer()
-    assert (scorer.similarity_mode, scorer.score_threshold) == ("cosine", 0.8)
-    assert scorer.threshold == 0.8 and scorer.name == "context-similarity"
+    assert (scorer.similarity_mode, scorer.score_threshold) == ("cosine", None)
+    assert scorer.threshold is None and scorer.name == "context-similarity"
+    assert scorer.score_is_probability is False
     assert scorer.embedder is None  # the run's embedder
     assert scorer.case_type is ModelTestCase
 
@@ -301,7 +319,7 @@ async def test_score_reads_test_cases_mappings_and_objects() -> None:
         ModelTestCase(input="q", actual_output="a", retrieval_context=["c"]), svc
     )
     assert as_dict == as_obj == as_case
-    assert as_case.score == pytest.approx(2 / 3) and as_case.success is False
+    assert as_case.score == pytest.approx(2 / 3) and as_case.success is None  # no mark set
 
 
 async def test_runner_uses_the_run_embedder_and_records_failures() -> None:
@@ -317,7 +335,7 @@ async def test_runner_uses_the_run_embedder_and_records_failures() -> None:
     ]
     run = await aevaluate(cases, [ContextSimilarityScorer()], embedder=emb, progress=False)
     ok, zero = run.results
-    assert ok.score == pytest.approx(2 / 3) and ok.success is False and not ok.failed
+    assert ok.score == pytest.approx(2 / 3) and ok.success is None and not ok.failed
     assert zero.failed and zero.score is None and "contexts[0]" in (zero.error or "")
     assert isinstance(zero.exception, InvalidEmbeddingError)
     assert run.summaries["context-similarity"].n_failed == 1
@@ -332,3 +350,91 @@ async def test_own_embedder_wins_over_the_run_embedder() -> None:
     run = await aevaluate([case], [scorer], embedder=other, progress=False)
     assert other.calls == [] and len(own.calls) == 1
     assert run.results[0].score == pytest.approx(2 / 3)
+
+
+# --- no pass mark unless one is set: every output agrees -----------------------------------
+
+RUN_CASES = [
+    {
+        "id": f"c{i}",
+        "input": question,
+        "actual_output": answer,
+        "retrieval_context": [context, "Our offices are closed on public holidays."],
+    }
+    for i, (question, answer, context) in enumerate(
+        [
+            (
+                "How long is the warranty?",
+                "The warranty lasts two years.",
+                "Every kettle comes with a two-year warranty.",
+            ),
+            (
+                "Do you ship abroad?",
+                "Yes, we ship to 30 countries.",
+                "We deliver to 30 countries worldwide.",
+            ),
+            (
+                "Can I pay by invoice?",
+                "Invoices are available to business customers.",
+                "Business customers may pay by invoice within 30 days.",
+            ),
+        ]
+    )
+]
+
+
+def _run_folder(run_cli, tmp_path, *extra: str):
+    import json
+    import xml.etree.ElementTree as ET
+
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(json.dumps(c) for c in RUN_CASES) + "\n", encoding="utf-8")
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    code, text = run_cli(
+        "run", cases, "-m", "context-similarity", "--out", out, "--junit", junit,
+        "--no-store", "-q", *extra,
+    )  # fmt: skip
+    assert code == 0, text
+    folder = out / "latest"
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    summaries = summary["summaries"]
+    html = (folder / "report.html").read_text(encoding="utf-8")
+    return summaries["context-similarity"], text, ET.parse(junit).getroot(), html
+
+
+def _similarity_row(text: str) -> str:
+    [row] = [line for line in text.splitlines() if "context-similarity" in line and "│" in line]
+    return row
+
+
+def test_no_pass_mark_shows_no_pass_rate_anywhere(run_cli, tmp_path):
+    summary, text, junit, html = _run_folder(run_cli, tmp_path)
+    # summary.json: scored, no pass mark, no pass rate
+    assert summary["n_scored"] == 3 and summary["mean"] is not None
+    assert summary["threshold"] is None and summary["pass_rate"] is None
+    assert summary["n_passed"] == 0
+    # the terminal table: no pass rate in the metric's row
+    row = _similarity_row(text)
+    assert "%" not in row and "@" not in row
+    # JUnit: three test cases, none failing, no pass-rate properties
+    [suite] = junit.findall("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "0", "0")
+    assert not junit.findall(".//failure")
+    names = {p.get("name") for p in suite.findall("properties/property")}
+    assert "mean" in names and not names & {"pass_rate", "pass_mark", "n_passed"}
+    # the report: every item is "scored", none "below"
+    assert html.count('["scored"]') == 3 and '["below"]' not in html and "Pass rate" not in html
+
+
+def test_a_pass_mark_given_shows_its_pass_rate_everywhere(run_cli, tmp_path):
+    summary, text, junit, html = _run_folder(
+        run_cli, tmp_path, "--threshold", "context-similarity=0.99"
+    )
+    # every case is below 0.99: 0% pass, shown alike by each output
+    assert summary["threshold"] == 0.99 and summary["pass_rate"] == 0.0
+    assert "0%" in _similarity_row(text) and "@0.99" in _similarity_row(text)
+    [suite] = junit.findall("testsuite")
+    assert suite.get("failures") == "3" and len(junit.findall(".//failure")) == 3
+    props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+    assert props["pass_mark"] == "0.99" and props["pass_rate"] == "0"
+    assert html.count('["below"]') == 3 and '["scored"]' not in html and "Pass rate" in html

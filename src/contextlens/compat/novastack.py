@@ -40,6 +40,8 @@ from contextlens.sync import run_sync
 __all__ = ["ContextSimilarityEvaluator", "HuggingFaceEmbedding"]
 
 _FIELDS = {"query": "input", "generated_text": "actual_output", "contexts": "retrieval_context"}
+#: novastack's default ``score_threshold``: what the attribute reads when none is given.
+NOVASTACK_THRESHOLD = 0.8
 
 
 class HuggingFaceEmbedding:
@@ -134,7 +136,11 @@ class ContextSimilarityEvaluator:
         similarity_mode: ``"cosine"`` (novastack's cosine, 0 where it is negative),
             ``"dot_product"`` or ``"euclidean"`` (mapped to [0, 1]; see
             :mod:`contextlens.metrics.context_similarity`).
-        score_threshold: ``passing`` is ``score >= score_threshold``; in [0, 1].
+        score_threshold: ``passing`` is ``score >= score_threshold``, novastack's rule; in
+            [0, 1]. Not given: ``passing`` is None and the run shows no pass rate, as the
+            score is a similarity whose level is the embedder's (a cosine of 0.8, novastack's
+            default mark, is missed by nearly every case with the bundled MiniLM);
+            ``score_threshold`` still reads novastack's default, 0.8.
         batch_size: at most this many texts per call of a user's embedding model.
         max_embed_tokens: the longest text embedded (characters / 4); a case with a longer
             query, answer or context fails with its size.
@@ -149,7 +155,7 @@ class ContextSimilarityEvaluator:
         self,
         embed_model: Any = None,
         similarity_mode: SimilarityModeName | str = "cosine",
-        score_threshold: float = 0.8,
+        score_threshold: float | None = None,
         *,
         batch_size: int = 2048,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
@@ -165,13 +171,19 @@ class ContextSimilarityEvaluator:
 
     name = property(lambda self: self.metric.name)
     similarity_mode = property(lambda self: self.metric.similarity_mode)
-    score_threshold = property(lambda self: self.metric.score_threshold)
+
+    @property
+    def score_threshold(self) -> float:
+        """The pass mark given, else novastack's default (0.8), which is then not applied."""
+        given = self.metric.score_threshold
+        return NOVASTACK_THRESHOLD if given is None else given
 
     def __repr__(self) -> str:
         embedder = self.metric.embedder.name if self.metric.embedder else "bundled MiniLM"
         return (
             f"ContextSimilarityEvaluator(embed_model={embedder!r}, "
-            f"similarity_mode={self.similarity_mode!r}, score_threshold={self.score_threshold})"
+            f"similarity_mode={self.similarity_mode!r}, "
+            f"score_threshold={self.metric.score_threshold})"
         )
 
     def evaluate(

@@ -62,7 +62,8 @@ class Metric(Protocol[C]):
     Optional attributes: ``judge`` and ``embedder``, the metric's own (anything
     :func:`contextlens.judges.as_backend` and :func:`contextlens.embeddings.as_embedder`
     take; unset or None: the run's); ``threshold``, its pass mark (unset or None:
-    :data:`DEFAULT_PASS`); ``uses_judge = False`` for a metric that never asks a judge (it
+    :data:`DEFAULT_PASS`, or no pass mark at all with ``score_is_probability = False``);
+    ``uses_judge = False`` for a metric that never asks a judge (it
     is then given none); ``requires``, the case fields it needs, each a name or a tuple of
     alternatives (a case without one is refused before scoring). Read them with
     :func:`own_judge`, :func:`own_embedder`, :func:`own_threshold` / :func:`pass_mark`,
@@ -103,6 +104,17 @@ def pass_mark(metric: Metric[Any]) -> float:
     :data:`DEFAULT_PASS`."""
     own = own_threshold(metric)
     return DEFAULT_PASS if own is None else own
+
+
+def run_pass_mark(metric: Metric[Any]) -> float | None:
+    """The pass mark a run holds the metric to when none is given for it: its own
+    threshold; else :data:`DEFAULT_PASS` for a score that is a probability, and None (no
+    verdict, no pass rate) for one that is not (``score_is_probability = False``: a
+    similarity, whose level is the embedder's)."""
+    own = own_threshold(metric)
+    if own is not None:
+        return own
+    return DEFAULT_PASS if getattr(metric, "score_is_probability", True) else None
 
 
 #: One field a metric requires: a case field's name, or alternatives of which one is needed.

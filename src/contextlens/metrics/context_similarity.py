@@ -3,7 +3,15 @@
 For one case (query, generated answer, retrieved contexts) it scores each context against
 the query (retrieval quality) and against the answer (grounding), averages each side over
 the contexts, and combines the two side means by their harmonic mean, which is low when
-either side is low. ``passing`` is ``score >= score_threshold``.
+either side is low.
+
+**The score is a similarity, not a probability**: its level is the embedder's (the bundled
+MiniLM gives a question and the passage that answers it a cosine of about 0.6, so
+novastack's 0.8 mark is missed by nearly every case on any data). So the metric has no pass
+mark of its own: unless one is set (``score_threshold``, or a run's ``thresholds`` /
+``--threshold``), an item is scored with no verdict (``success`` and ``passing`` None,
+status "scored") and a run shows no pass rate. With a mark set, ``passing`` is
+``score >= score_threshold``.
 
 The result dict is novastack's (its surface is
 :class:`contextlens.compat.novastack.ContextSimilarityEvaluator`); the behaviour fixes its
@@ -144,6 +152,7 @@ class SimilarityDetails(MetricDetails):
     answer_context_similarity: SideSimilarity | None = None
     score: float | None = None
     passing: bool | None = None
+    """``score >= score_threshold``; None when no pass mark was set."""
     skipped_contexts: list[int] | None = None
 
     def novastack(self) -> dict[str, Any]:
@@ -183,7 +192,9 @@ class ContextSimilarityScorer:
     Args:
         similarity_mode: ``"cosine"``, ``"dot_product"`` or ``"euclidean"``; each maps to
             [0, 1] as the module docstring describes.
-        score_threshold: an item passes when ``score >= score_threshold``; in [0, 1].
+        score_threshold: the pass mark: an item passes when ``score >= score_threshold``; in
+            [0, 1]. None (the default): no pass mark, as the score is not a probability;
+            items are scored without a verdict.
         embedder: this metric's own embedder (anything
             :func:`~contextlens.embeddings.adapters.as_embedder` takes; None: the run's).
         max_embed_tokens: the longest text embedded (characters / 4); a case with a longer
@@ -201,11 +212,13 @@ class ContextSimilarityScorer:
     case_type = ModelTestCase
     uses_judge = False
     details_type = SimilarityDetails
+    #: The score is a similarity: no pass mark unless one is set.
+    score_is_probability = False
 
     def __init__(
         self,
         similarity_mode: SimilarityModeName | str = "cosine",
-        score_threshold: float = 0.8,
+        score_threshold: float | None = None,
         *,
         embedder: Any = None,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
@@ -217,19 +230,22 @@ class ContextSimilarityScorer:
                 f"similarity_mode must be one of {', '.join(map(repr, SIMILARITY_MODES))}; "
                 f"got {similarity_mode!r}"
             )
-        if isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float)):
-            raise TypeError(f"score_threshold must be a number, got {score_threshold!r}")
-        if not 0.0 <= float(score_threshold) <= 1.0:
-            raise ValueError(f"score_threshold must be between 0.0 and 1.0, got {score_threshold}")
+        if score_threshold is not None:
+            if isinstance(score_threshold, bool) or not isinstance(score_threshold, (int, float)):
+                raise TypeError(f"score_threshold must be a number, got {score_threshold!r}")
+            if not 0.0 <= float(score_threshold) <= 1.0:
+                raise ValueError(
+                    f"score_threshold must be between 0.0 and 1.0, got {score_threshold}"
+                )
         self.similarity_mode: str = mode
-        self.score_threshold = float(score_threshold)
+        self.score_threshold = None if score_threshold is None else float(score_threshold)
         self.embedder = embedder
         self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
         self.label = label
 
     @property
-    def threshold(self) -> float:
-        """The pass mark (``score_threshold``)."""
+    def threshold(self) -> float | None:
+        """The pass mark (``score_threshold``); None when none was set."""
         return self.score_threshold
 
     def __repr__(self) -> str:
@@ -321,7 +337,7 @@ class ContextSimilarityScorer:
             query_context_similarity=SideSimilarity(contexts_score=q_scores, score=q_mean),
             answer_context_similarity=SideSimilarity(contexts_score=a_scores, score=a_mean),
             score=score,
-            passing=bool(score >= self.score_threshold),
+            passing=None if self.score_threshold is None else bool(score >= self.score_threshold),
             skipped_contexts=list(case.skipped) or None,
         )
 

@@ -21,7 +21,7 @@ from contextlens.metrics.base import (
     Services,
     own_embedder,
     own_judge,
-    pass_mark,
+    run_pass_mark,
     uses_judge,
 )
 from contextlens.runner.gates import pass_marks_for
@@ -73,7 +73,7 @@ class BoundMetric:
     metric: Metric[Any]
     key: MetricKey
     services: Services
-    pass_mark: float = DEFAULT_PASS
+    pass_mark: float | None = DEFAULT_PASS
     reads_chunks: bool = False
 
     @property
@@ -125,7 +125,8 @@ def bind_metrics(
     """Each metric with its services: its own judge and embedder if it has them, else the
     run's; every judge takes its limiter from ``limits`` and its replies from ``cache``.
     A metric's pass mark is ``thresholds[its name]`` (any name of it), else its own
-    ``threshold``, else :data:`~contextlens.metrics.base.DEFAULT_PASS`. Each judge's
+    ``threshold``, else :func:`~contextlens.metrics.base.run_pass_mark`'s (None: no pass
+    mark, for a metric whose score is not a probability). Each judge's
     ``preflight`` runs once here, before any call (unless ``preflight`` is False)."""
     keys = [registry.key_of(m) for m in metrics]
     marks = pass_marks_for(thresholds or {}, keys)
@@ -158,7 +159,7 @@ def bind_metrics(
                     judge=judge_obj if uses_judge(metric) else None,
                     embedder=run_embedder if own_emb is None else embedder_for(own_emb),
                 ),
-                pass_mark=marks.get(key, pass_mark(metric)),
+                pass_mark=marks.get(key, run_pass_mark(metric)),
                 reads_chunks=_reads_chunks(metric),
             )
         )

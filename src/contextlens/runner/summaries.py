@@ -95,13 +95,14 @@ def item_of(
     key: MetricKey,
     judge: str | None,
     result: MetricResult,
-    pass_mark: float = DEFAULT_PASS,
+    pass_mark: float | None = DEFAULT_PASS,
 ) -> ItemResult:
     """A metric's result as the run's item, under the metric's key. A score that is not a
     finite number in [0, 1] fails the item with its reason (whichever metric gave it); a
-    score passes at ``pass_mark`` or more, for every metric alike; what the item says is
-    masked of secrets. A result the metric says does not apply (``not_applicable``) is an
-    item neither scored nor failed, with its reason and details."""
+    score passes at ``pass_mark`` or more, for every metric alike (None: no pass mark, no
+    verdict); what the item says is masked of secrets. A result the metric says does not
+    apply (``not_applicable``) is an item neither scored nor failed, with its reason and
+    details."""
     score, error = result.score, result.error
     if error is None and result.not_applicable is not None:
         return ItemResult(
@@ -123,7 +124,7 @@ def item_of(
         score=score,
         reason=_masked(result.reason),
         error=_masked(error),
-        success=None if score is None else bool(score >= pass_mark),
+        success=None if score is None or pass_mark is None else bool(score >= pass_mark),
         judge=judge,
         details=result.details,
     )
@@ -167,7 +168,7 @@ def failed_item(case_id: str, key: MetricKey, judge: str | None, exc: BaseExcept
     return item
 
 
-def merge_repeats(items: list[ItemResult], pass_mark: float = DEFAULT_PASS) -> ItemResult:
+def merge_repeats(items: list[ItemResult], pass_mark: float | None = DEFAULT_PASS) -> ItemResult:
     """The repeats of one item as one: the mean of the scored repeats and their spread. An
     item no repeat scored is the first that did not fail (not applicable), else the first."""
     if len(items) == 1:
@@ -183,7 +184,7 @@ def merge_repeats(items: list[ItemResult], pass_mark: float = DEFAULT_PASS) -> I
         update={
             "score": mean,
             "error": None if ok else items[0].error,
-            "success": None if mean is None else bool(mean >= pass_mark),
+            "success": None if mean is None or pass_mark is None else bool(mean >= pass_mark),
             "repeats": scores,
             "spread": float(np.std(ok)) if len(ok) > 1 else None,
         }
