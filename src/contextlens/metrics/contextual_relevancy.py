@@ -552,11 +552,13 @@ class ContextualRelevancyScorer:
         if expected is not None and total and not self.strict_mode:
             score = min(1.0, max(0.0, expected / total))
         reason = None
-        if self.include_reason:
-            reason = explanation if not total else _counts(relevant, total)
-            if expected is not None and total:
+        if self.include_reason and not total:
+            reason = explanation
+        elif self.include_reason:
+            reason = _counts(relevant, total)
+            if expected is not None:
                 reason += f" Expected share of relevant statements: {score:.2f}."
-            if total and explanation:
+            if explanation:
                 reason += " " + explanation
         update: dict[str, Any] = {"verdicts": verdicts, "relevant": relevant, "statements": total}
         if not details.chunks:
@@ -636,8 +638,7 @@ class ContextualRelevancyScorer:
             chunks=scored,
             expected_relevant=round(expected, 4),
             relevance_model=found.model,
-            **route.details,
-        )
+        ).model_copy(update=route.details)
         if self.evaluation_template is not None:
             details.template = "unused: the offline estimate has no prompt"
             warnings.warn(
