@@ -175,7 +175,8 @@ def run(
         list[str],
         typer.Option(
             help="METRIC=VALUE: an item passes at a score of VALUE or more [default: the "
-            "metric's own pass mark, else 0.5]"
+            "metric's own pass mark, else 0.5; none for a score that is not a probability "
+            "(context-similarity): its items are scored with no verdict]"
         ),
     ] = [],  # noqa: B006
     store: Annotated[Path | None, typer.Option(help="run store file (default: user data)")] = None,
