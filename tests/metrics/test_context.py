@@ -150,6 +150,6 @@ async def test_the_same_metric_object_serves_concurrent_sessions(rule_model):
         core.score(make_session("x"), judged),
         core.score(make_session("y", context=other), judged),
     )
-    assert (x.score, y.score) == (0.5, 0.9)
+    assert (x.score, y.score) == (pytest.approx(0.5), pytest.approx(0.9))
     assert x.details.n_interactions == y.details.n_interactions == 3
     assert model.calls == 6

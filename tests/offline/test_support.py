@@ -192,4 +192,4 @@ def test_a_model_for_other_features_is_refused_by_name():
             )
         )
     with pytest.raises(ValueError, match="'support' takes the features"):
-        predict(ChunkFeatures([], np.zeros((0, 5)), [], []), load_model("support"))
+        predict(ChunkFeatures([], np.zeros((0, 5))), load_model("support"))

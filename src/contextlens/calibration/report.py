@@ -95,6 +95,9 @@ class CalibrationReport(BaseModel):
         default_factory=list, exclude=True, description="every item; see write_items"
     )
     note: str | None = None
+    published: str | None = Field(
+        None, description="the offline reader's own figures on public sources held out"
+    )
     duration_s: float = 0.0
     accounting: LedgerReport = Field(default_factory=LedgerReport)
 

@@ -34,6 +34,7 @@ from contextlens.calibration.statistics import (
 )
 from contextlens.metrics.base import Metric, pass_mark
 from contextlens.metrics.registry import key_of
+from contextlens.offline.reader_calibration import held_out_figures
 from contextlens.runner import RunConfig, RunOptions, aevaluate, as_metric
 from contextlens.sync import run_sync
 
@@ -110,6 +111,7 @@ async def acalibrate(
         cut = 1.0
         rule = "binary labels: 1 positive, 0 negative"
     by_id = {r.case_id: r for r in run.iter_results()}
+    readers = {getattr(r.details, "offline_model", None) for r in by_id.values()}
     items: list[CalibrationItem] = []
     used: list[LabelledRow] = []
     scores: list[float] = []
@@ -164,6 +166,7 @@ async def acalibrate(
         by=by,
         failures=failures[:50],
         note=note,
+        published=held_out_figures() if "reader" in readers else None,
         accounting=run.accounting,
         items=items,
     )

@@ -92,6 +92,8 @@ def calibrate(
                 "level shifts from slice to slice."
             )
         )
+    if report.published:
+        out.print(line(report.published))
     folder = RunFolder(out_dir)
     folder.create()
     saved = folder.path / "calibration.json"

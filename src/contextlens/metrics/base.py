@@ -329,9 +329,10 @@ def raw_reply(exc: JudgeError) -> str | None:
 
 
 #: Said with every offline run: the offline scorers' calibration does not carry from one kind
-#: of data to another (``benchmarks/select_support.py`` prints the expected calibration error
-#: per held-out source), so their scores order items but their level is not a probability on
-#: the user's data.
+#: of data to another (``benchmarks/select_support.py`` and
+#: ``benchmarks/fit_reader_calibration.py`` print the expected calibration error per held-out
+#: source), so their scores order items but their level is not a probability on the user's
+#: data.
 OFFLINE_SCALE_NOTE = (
     "Offline scores rank items; their scale does not carry over to your data (a 0.7 here is "
     "not a 70 % chance). Set a pass mark with `contextlens calibrate` on your own labels."

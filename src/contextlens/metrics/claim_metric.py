@@ -43,8 +43,8 @@ class ClaimMetric:
             (``details.duplicates``); None (default): not looked for.
         merge_duplicates: score each group of near-duplicates as one chunk
             (:mod:`contextlens.metrics.chunks`).
-        support_model: offline, the support model of English texts: ``"features"`` or
-            ``"cross-encoder"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
+        support_model: offline, the support model of English texts: ``"features"`` (the
+            default) or ``"reader"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
             :mod:`contextlens.offline.routes`).
         judge: this metric's own judge (None: the run's).
         embedder: this metric's own embedder (None: the run's).

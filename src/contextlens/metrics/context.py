@@ -172,7 +172,7 @@ class ContextAwareness:
             interaction with a longer reply, context, reference reply, observation or query
             fails with its size.
         support_model: offline, the faithfulness model of English replies: ``"features"``
-            or ``"cross-encoder"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default
+            (the default) or ``"reader"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default
             of :mod:`contextlens.offline.routes`), settled when the metric is made. An
             interaction whose reply or context is not in English (the session's
             ``language``, or the text as read) is "not applicable: needs a judge" offline,

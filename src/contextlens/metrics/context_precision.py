@@ -304,8 +304,8 @@ class ContextPrecisionScorer:
             not split).
         max_embed_tokens: offline, the longest text embedded (characters / 4); a case with
             a longer output, expected output or context chunk fails with its size.
-        support_model: offline, the faithfulness model of English cases: ``"features"`` or
-            ``"cross-encoder"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
+        support_model: offline, the faithfulness model of English cases: ``"features"``
+            (the default) or ``"reader"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
             :mod:`contextlens.offline.routes`), settled when the metric is made. A case that
             does not read as English is read by the English scorer and says so
             (``details.language`` and the reason); :mod:`~contextlens.offline.routes` reads

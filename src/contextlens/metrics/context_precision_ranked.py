@@ -183,7 +183,7 @@ class RankedPrecisionMetric:
         merge_duplicates: score each group of near-duplicates as one chunk, at the rank of
             its best-ranked member (:mod:`contextlens.metrics.chunks`).
         support_model: offline, the support model that reads each chunk against the
-            expected answer when the text is English: ``"features"`` or ``"cross-encoder"``
+            expected answer when the text is English: ``"features"`` or ``"reader"``
             (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
             :mod:`contextlens.offline.routes`).
         judge: this metric's own judge (None: the run's).

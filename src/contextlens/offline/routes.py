@@ -3,8 +3,8 @@
 * English cases: the faithfulness model asked for (``support_model=`` on the metric, else
   ``$CONTEXTLENS_SUPPORT_MODEL``, else :data:`DEFAULT_SUPPORT_MODEL`): ``"features"``, the
   logistic model over word and embedding features (:mod:`contextlens.offline.support`), or
-  ``"cross-encoder"`` (:mod:`contextlens.offline.support_ce`); relevance by the bundled
-  relevance model.
+  ``"reader"``, the claim reader with its calibration
+  (:mod:`contextlens.offline.support_reader`); relevance by the bundled relevance model.
 * Cases not in English (:mod:`contextlens.offline.language`): with the ``multilingual``
   extra installed and the models fitted for it in ``offline/weights/``
   (``support_multilingual``, ``relevance_multilingual``, which read embeddings and figures
@@ -27,19 +27,21 @@ from contextlens.offline.language import ENGLISH_ONLY, warn_english_only
 from contextlens.offline.model import load_model
 from contextlens.offline.relevance import RelevanceItem, RelevanceResult, score_relevance
 from contextlens.offline.support import SupportItem, SupportResult, score_support
-from contextlens.offline.support_ce import score_support_ce
+from contextlens.offline.support_reader import score_support_reader
 
-SupportModel = Literal["features", "cross-encoder"]
-SUPPORT_MODELS: tuple[str, ...] = ("features", "cross-encoder")
-#: The faithfulness model of English cases when none is asked for.
+SupportModel = Literal["features", "reader"]
+SUPPORT_MODELS: tuple[str, ...] = ("features", "reader")
+#: The faithfulness model of English cases when none is asked for: the reader is behind it
+#: on the natural held-out sources (``benchmarks/fit_reader_calibration.py``).
 DEFAULT_SUPPORT_MODEL: SupportModel = "features"
 ENV_SUPPORT_MODEL = "CONTEXTLENS_SUPPORT_MODEL"
 #: What each reader is, for ``details.offline_model_is``.
 DESCRIPTIONS = {
     "features": "logistic model over word and embedding features (offline/weights/support.json)",
-    "cross-encoder": "claim-evidence cross-encoder, MiniLM int8 ONNX "
-    "(offline/assets/support-crossencoder); held out, behind the features model on every "
-    "natural source (its model.json)",
+    "reader": "claim reader (supported / contradicted / not mentioned), MiniLM int8 ONNX "
+    "(offline/assets/claim-reader), calibrated on held-out public sources "
+    "(offline/weights/support_reader.json); held out, behind the features model on the "
+    "natural sources and ahead of it on one-edit contradictions",
     "multilingual": "multilingual-e5-small embeddings and figures "
     "(offline/weights/support_multilingual.json)",
     "relevance": "relevance model over the bundled embedder (offline/weights/relevance.json)",
@@ -120,8 +122,8 @@ def support_scorer(route: Route, embedder: Embedder) -> SupportScorer:
         assert other is not None
         model = load_model("support_multilingual")
         return lambda items: score_support(items, other, model)
-    if route.reader == "cross-encoder":
-        return lambda items: score_support_ce(items, embedder)
+    if route.reader == "reader":
+        return lambda items: score_support_reader(items, embedder)
     return lambda items: score_support(items, embedder)
 
 

@@ -81,6 +81,9 @@ class ClaimSupport:
     opposites: tuple[str, ...] = ()
     closest: str = ""
     """The evidence sentence closest to the claim."""
+    verdict: str | None = None
+    """The claim reader's verdict: ``supported`` (``support >= 0.5``), else ``contradicted``
+    or ``not mentioned``, whichever it finds likelier (None: a reader with no verdicts)."""
 
 
 @dataclass(frozen=True)
@@ -264,11 +267,15 @@ def unscored(f: ItemFeatures) -> SupportResult | None:
 
 
 def claim_supports(
-    f: ItemFeatures, supports: Sequence[float] | np.ndarray
+    f: ItemFeatures,
+    supports: Sequence[float] | np.ndarray,
+    verdicts: Sequence[str | None] | None = None,
 ) -> tuple[ClaimSupport, ...]:
     """Each claim of a scored item (:func:`unscored` is None) with its word-level findings,
-    its closest evidence sentence and ``supports``, its support by the reader that scored."""
+    its closest evidence sentence and ``supports``, its support by the reader that scored
+    (and ``verdicts``, the reader's, when it gives them)."""
     assert f.rows is not None
+    found = list(verdicts) if verdicts is not None else [None] * len(f.claims)
     return tuple(
         ClaimSupport(
             sentence=c,
@@ -280,8 +287,11 @@ def claim_supports(
             negation_mismatch=d.negation_mismatch,
             opposites=d.antonyms,
             closest=near,
+            verdict=v,
         )
-        for c, row, d, p, near in zip(f.claims, f.rows, f.details, supports, f.closest, strict=True)
+        for c, row, d, p, near, v in zip(
+            f.claims, f.rows, f.details, supports, f.closest, found, strict=True
+        )
     )
 
 
@@ -291,8 +301,9 @@ def reason_for(claims: Sequence[ClaimSupport]) -> str:
     weakest = min(claims, key=lambda c: c.support)
     text = f"{supported} of {len(claims)} claim(s) supported by the context (offline estimate)."
     if weakest.support < 0.5:
+        said = f"{weakest.verdict}: " if weakest.verdict else ""
         text += (
-            f" Least supported: {weakest.sentence[:120]!r} (support {weakest.support:.2f},"
+            f" Least supported: {weakest.sentence[:120]!r} ({said}support {weakest.support:.2f},"
             f" similarity {weakest.similarity:.2f}, {weakest.overlap:.0%} of its words in the"
             " context"
         )

@@ -1,11 +1,11 @@
-"""Throughput of the shipped claim-evidence cross-encoder: pairs a second on real pairs.
+"""Throughput of the shipped claim reader: pairs a second on real pairs.
 
-Run: CONTEXTLENS_CACHE_DIR=DIR .venv/bin/python benchmarks/bench_crossencoder.py
+Run: CONTEXTLENS_CACHE_DIR=DIR .venv/bin/python benchmarks/bench_reader.py
      [--pairs 600] [--repeats 3] [--threads 2]
 
-Pairs: the (claim, evidence window) pairs that :func:`contextlens.offline.crossencoder.claim_pairs`
+Pairs: the (claim, evidence window) pairs that :func:`contextlens.offline.reader.claim_pairs`
 builds for the natural-error sources of ``_support_sources.py``, an equal seeded share of
-each, tokenised and run by :class:`contextlens.offline.crossencoder.CrossEncoder` as the
+each, tokenised and run by :class:`contextlens.offline.reader.ClaimReader` as the
 library runs them (int8 ONNX, onnxruntime CPU). Printed: the model file, its size and layers,
 pairs/s (median and range of the runs; each run from a fresh session, so the first is a
 cold start), and the budget it is held to: at least 50 pairs a second on 2 cores.
@@ -25,7 +25,7 @@ from _workload import header, print_table
 from contextlens.embeddings.cached import CachedEmbedder
 from contextlens.embeddings.minilm import default_embedder
 from contextlens.engine.cache import open_cache
-from contextlens.offline.crossencoder import CrossEncoder, claim_pairs
+from contextlens.offline.reader import ClaimReader, claim_pairs
 
 BUDGET = 50.0
 
@@ -49,16 +49,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    header("claim-evidence cross-encoder throughput")
+    header("claim reader throughput")
     pairs = sample_pairs(args.pairs)
     rates = []
     for _ in range(args.repeats):
-        encoder = CrossEncoder(threads=args.threads)
+        reader = ClaimReader(threads=args.threads)
         t0 = time.perf_counter()
-        encoder.predict(pairs)
+        reader.predict(pairs)
         rates.append(len(pairs) / (time.perf_counter() - t0))
-    card = CrossEncoder().card
-    size = CrossEncoder().model_path.stat().st_size / 1e6
+    card = ClaimReader().card
+    size = ClaimReader().model_path.stat().st_size / 1e6
     median = statistics.median(rates)
     print_table(
         ["model", "size MB", "pairs", "threads", "pairs/s median", "range", "budget", "within"],

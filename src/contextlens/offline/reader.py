@@ -1,14 +1,16 @@
-"""A claim-evidence cross-encoder: all-MiniLM-L6-v2 fine-tuned as a pair classifier, int8 ONNX.
+"""The claim reader: all-MiniLM-L6-v2 fine-tuned as a three-way pair classifier, int8 ONNX.
 
 It reads a claim and its evidence window together (``[CLS] claim [SEP] window [SEP]``) and
-gives the probability that the window supports the claim, which no comparison of two
-separate embeddings can see (a swapped name, number or date, a negation). It was fine-tuned
-by ``benchmarks/train_crossencoder.py`` from the sentence-transformers weights on the public
-labelled sets and on edits of their supported claims (entity, number, negation and date
-swaps), exported to ONNX and quantised to int8 with onnxruntime; the file ships in
-``offline/assets/support-crossencoder/`` and is checked against its sha256 before first
-use. It runs on onnxruntime's CPU provider with the bundled MiniLM tokenizer, as the
-embedder does.
+gives, for each pair, the probabilities that the window supports the claim, contradicts it
+or does not mention it: what no comparison of two separate embeddings can see (a swapped
+name, number or date, a negation, an antonym, a fact added). It was trained by
+``benchmarks/train_reader.py`` from the sentence-transformers weights on pairs made from
+the sentences of public contexts (copies, clauses, fusions, rewordings: supported; one fact
+changed: contradicted; sentences from elsewhere or with a fact added: not mentioned) and
+on the natural answers of the public labelled sets, exported to ONNX and quantised to int8
+with onnxruntime; the file ships in ``offline/assets/claim-reader/`` and is checked
+against its sha256 before first use. It runs on onnxruntime's CPU provider with the
+bundled MiniLM tokenizer, as the embedder does.
 """
 
 from __future__ import annotations
@@ -33,20 +35,27 @@ from contextlens.offline.support import SupportItem, evidence_and_claims
 from contextlens.offline.windows import claim_text, windows
 
 __all__ = [
-    "CrossEncoder",
+    "VERDICTS",
+    "ClaimReader",
     "ModelIntegrityError",
     "claim_pairs",
-    "default_cross_encoder",
+    "default_reader",
+    "reply_score",
 ]
 
-_ASSETS = "assets/support-crossencoder"  # in contextlens.offline
+_ASSETS = "assets/claim-reader"  # in contextlens.offline
+#: The reader's verdicts, in the order of its outputs.
+VERDICTS = ("supported", "contradicted", "not mentioned")
+SUPPORTED, CONTRADICTED, NOT_MENTIONED = range(3)
+#: Weight of the weakest claim in a reply's score (the mean pulled to the min).
+MIN_WEIGHT = 0.5
 _TOKENIZER = "assets/all-MiniLM-L6-v2/tokenizer.json"  # in contextlens.embeddings
 #: Word pieces of a pair, [CLS] and both [SEP] included.
 MAX_TOKENS = 128
 
 
 class ModelIntegrityError(ContextLensError):
-    """The cross-encoder file's sha256 is not the one it shipped with."""
+    """The reader's model file's sha256 is not the one it shipped with."""
 
 
 @dataclass(frozen=True)
@@ -90,17 +99,18 @@ def _shipped() -> tuple[Path, dict[str, Any]]:
         card = json.loads((folder / "model.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileNotFoundError(
-            f"the cross-encoder is not installed: no {_ASSETS}/model.json in contextlens.offline"
+            f"the claim reader is not installed: no {_ASSETS}/model.json in contextlens.offline"
         ) from None
     return Path(str(folder / "model.onnx")), card
 
 
-class CrossEncoder:
-    """Probabilities that each (claim, evidence window) pair is a supported claim.
+class ClaimReader:
+    """The verdict probabilities of (claim, evidence window) pairs.
 
     Args:
         model_path: an ONNX pair classifier taking ``input_ids``, ``attention_mask`` and
-            ``token_type_ids`` and giving one logit per pair (default: the shipped one,
+            ``token_type_ids`` and giving one logit per verdict of :data:`VERDICTS` for
+            each pair (default: the shipped one,
             checked against the sha256 in its ``model.json``).
         sha256: the digest ``model_path`` must have (default: the shipped file's; None
             with a ``model_path`` of your own skips the check).
@@ -138,7 +148,7 @@ class CrossEncoder:
                     actual = _file_sha256(self.model_path)
                     if actual != self.sha256:
                         raise ModelIntegrityError(
-                            f"sha256 mismatch for the cross-encoder {self.model_path}: "
+                            f"sha256 mismatch for the claim reader {self.model_path}: "
                             f"expected {self.sha256}, got {actual}"
                         )
                 opts = ort.SessionOptions()
@@ -158,13 +168,13 @@ class CrossEncoder:
             return self._session, self._tokenizer
 
     def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """One probability per pair, in order (float64)."""
+        """One row of verdict probabilities per pair, in order (float64, ``(n, 3)``)."""
         if not pairs:
-            return np.zeros(0)
+            return np.zeros((0, len(VERDICTS)))
         session, tok = self._load()
         encoded = tok.encode_batch([(a, b) for a, b in pairs])
         lengths = [len(e.ids) for e in encoded]
-        logits = np.empty(len(pairs))
+        logits = np.empty((len(pairs), len(VERDICTS)))
         order = sorted(range(len(pairs)), key=lengths.__getitem__)
         start = 0
         while start < len(order):
@@ -186,9 +196,10 @@ class CrossEncoder:
             (out,) = session.run(
                 None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
             )
-            logits[idx] = np.asarray(out, dtype=np.float64).reshape(len(idx))
+            logits[idx] = np.asarray(out, dtype=np.float64).reshape(len(idx), len(VERDICTS))
             start = end
-        return 1.0 / (1.0 + np.exp(-np.clip(logits, -40.0, 40.0)))
+        z = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return z / z.sum(axis=1, keepdims=True)
 
 
 def _cpu_count() -> int:
@@ -199,7 +210,14 @@ def _cpu_count() -> int:
     return os.cpu_count() or 1
 
 
+def reply_score(probabilities: np.ndarray) -> float:
+    """A reply's support from its claims' verdict rows: the mean probability of
+    "supported" pulled half-way (:data:`MIN_WEIGHT`) to the weakest claim's."""
+    supported = np.asarray(probabilities)[:, SUPPORTED]
+    return float((1 - MIN_WEIGHT) * supported.mean() + MIN_WEIGHT * supported.min())
+
+
 @cache
-def default_cross_encoder() -> CrossEncoder:
-    """The process-wide shipped cross-encoder."""
-    return CrossEncoder()
+def default_reader() -> ClaimReader:
+    """The process-wide shipped claim reader."""
+    return ClaimReader()
