@@ -505,16 +505,20 @@ def test_one_best_threshold_and_an_honest_cross_validated_accuracy() -> None:
     assert np.isnan(cross_validated_balanced_accuracy([0.2, 0.8, 0.3], [0, 1, 0])[0])
 
 
-def test_an_offline_calibration_states_the_readers_own_held_out_figures(
+def test_an_offline_calibration_states_the_models_own_held_out_figures(
     run_cli, labelled: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CONTEXTLENS_SUPPORT_MODEL", "reader")
     code, text = run_cli("calibrate", labelled, "-m", "faithfulness", "--out", tmp_path, "-q")
     assert code == 0, text
     flat = " ".join(text.split())
-    assert "The offline reader itself, on 9 public sources each held out" in flat
-    assert "benchmarks/fit_reader_calibration.py" in flat
+    assert "The offline features model itself, on 9 public sources each held out" in flat
+    assert "benchmarks/select_support.py" in flat
     saved = json.loads((tmp_path / "latest" / "calibration.json").read_text(encoding="utf-8"))
-    assert saved["published"].startswith("The offline reader itself")
-    by_features = calibrate(labelled, FaithfulnessMetric(support_model="features"), cache=False)
-    assert by_features.published is None  # not the reader: nothing of its to state
+    assert saved["published"].startswith("The offline features model itself")
+    monkeypatch.setenv("CONTEXTLENS_SUPPORT_MODEL", "reader")
+    by_reader = calibrate(labelled, FaithfulnessMetric(), cache=False)
+    assert by_reader.published is not None
+    assert by_reader.published.startswith("The offline claim reader itself, on 9 public")
+    assert "benchmarks/fit_reader_calibration.py" in by_reader.published
+    similarity = calibrate(labelled, "context-similarity", cache=False)
+    assert similarity.published is None  # no model card of its own to state

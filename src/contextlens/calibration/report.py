@@ -96,7 +96,7 @@ class CalibrationReport(BaseModel):
     )
     note: str | None = None
     published: str | None = Field(
-        None, description="the offline reader's own figures on public sources held out"
+        None, description="the offline model's own figures on public sources held out"
     )
     duration_s: float = 0.0
     accounting: LedgerReport = Field(default_factory=LedgerReport)

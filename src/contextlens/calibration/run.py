@@ -34,7 +34,7 @@ from contextlens.calibration.statistics import (
 )
 from contextlens.metrics.base import Metric, pass_mark
 from contextlens.metrics.registry import key_of
-from contextlens.offline.reader_calibration import held_out_figures
+from contextlens.offline.routes import held_out_of
 from contextlens.runner import RunConfig, RunOptions, aevaluate, as_metric
 from contextlens.sync import run_sync
 
@@ -166,7 +166,7 @@ async def acalibrate(
         by=by,
         failures=failures[:50],
         note=note,
-        published=held_out_figures() if "reader" in readers else None,
+        published=next((f for r in sorted(readers, key=str) if (f := held_out_of(r))), None),
         accounting=run.accounting,
         items=items,
     )

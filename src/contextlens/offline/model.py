@@ -116,6 +116,24 @@ class LogisticModel:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
 
 
+def held_out_figures(model: LogisticModel, what: str) -> str | None:
+    """One sentence of what the model's card (``meta.held_out``: per source ``auroc`` and
+    ``ece``, each source scored by a fit without it) says of ``what``; None without one."""
+    table = model.meta.get("held_out") or {}
+    rows = [v for v in table.values() if isinstance(v, dict) and {"auroc", "ece"} <= set(v)]
+    if not rows:
+        return None
+    aurocs = sorted(float(v["auroc"]) for v in rows)
+    eces = sorted(float(v["ece"]) for v in rows)
+    command = str(model.meta.get("command", "")).split(" ")[0]
+    return (
+        f"{what}, on {len(rows)} public sources each held out from its fit: AUROC "
+        f"{aurocs[0]:.2f} to {aurocs[-1]:.2f}, expected calibration error median "
+        f"{float(np.median(eces)):.3f}, worst {eces[-1]:.3f}"
+        + (f" ({command})." if command else ".")
+    )
+
+
 @cache
 def load_model(name: str) -> LogisticModel:
     """The bundled model ``offline/weights/<name>.json``."""

@@ -69,20 +69,3 @@ def calibrated(probabilities: np.ndarray, f: ItemFeatures) -> tuple[float, np.nd
     found += [reply_features(rows[j : j + 1], alone[j]) for j in range(len(rows))]
     p = model.predict(np.array([[x[n] for n in model.features] for x in found]))
     return float(p[0]), p[1:]
-
-
-def held_out_figures() -> str:
-    """What the bundled calibration's card says of the reader on the public sources held
-    out (each scored by a reader and a calibration fitted without it), in one sentence."""
-    table = calibration().meta.get("held_out") or {}
-    rows = [v for v in table.values() if isinstance(v, dict) and "ece" in v]
-    if not rows:
-        return "The offline reader's held-out figures are not in its calibration file."
-    aurocs = sorted(float(v["auroc"]) for v in rows)
-    eces = sorted(float(v["ece"]) for v in rows)
-    return (
-        f"The offline reader itself, on {len(rows)} public sources each held out from its "
-        f"training and calibration: AUROC {aurocs[0]:.2f} to {aurocs[-1]:.2f}, expected "
-        f"calibration error median {float(np.median(eces)):.3f}, worst {eces[-1]:.3f} "
-        "(benchmarks/fit_reader_calibration.py)."
-    )

@@ -24,7 +24,7 @@ from typing import Literal, cast
 from contextlens.embeddings.base import Embedder
 from contextlens.embeddings.multilingual import multilingual_embedder
 from contextlens.offline.language import ENGLISH_ONLY, warn_english_only
-from contextlens.offline.model import load_model
+from contextlens.offline.model import held_out_figures, load_model
 from contextlens.offline.relevance import RelevanceItem, RelevanceResult, score_relevance
 from contextlens.offline.support import SupportItem, SupportResult, score_support
 from contextlens.offline.support_reader import score_support_reader
@@ -48,6 +48,21 @@ DESCRIPTIONS = {
     "relevance-multilingual": "multilingual-e5-small cosine "
     "(offline/weights/relevance_multilingual.json)",
 }
+
+#: The model file whose card holds each support reader's held-out figures, and its name.
+CARDS = {
+    "features": ("support", "The offline features model itself"),
+    "reader": ("support_reader", "The offline claim reader itself"),
+}
+
+
+def held_out_of(reader: str | None) -> str | None:
+    """What the card of a support reader says of it on the public sources held out."""
+    if reader not in CARDS:
+        return None
+    name, what = CARDS[reader]
+    return held_out_figures(load_model(name), what)
+
 
 SupportScorer = Callable[[Sequence[SupportItem]], Awaitable[list[SupportResult]]]
 
