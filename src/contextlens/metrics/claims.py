@@ -13,7 +13,7 @@ claim abstains: the item is not applicable (``"not applicable: the answer abstai
 a 0.
 
 Without a judge, the support model of the ``Context`` metric (``support_model``: the
-features model of :func:`contextlens.offline.support.score_support` or the cross-encoder; a
+features model of :func:`contextlens.offline.support.score_support` or the claim reader; a
 text not in English is routed as :mod:`contextlens.offline.routes` says) gives each claim
 (each sentence of the text) its probability of being supported by the chunks; the score is
 the mean of those probabilities, the expected share of supported claims, and a claim's

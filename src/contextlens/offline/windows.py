@@ -1,4 +1,4 @@
-"""Claim-evidence pairs for the cross-encoder: each claim with the window of evidence it is read
+"""Claim-evidence pairs for the claim reader: each claim with the window of evidence it is read
 against.
 
 A claim's window is the evidence sentences closest to it (cosine of the bundled embedder,
@@ -17,7 +17,7 @@ import numpy as np
 from contextlens.offline.text import WORD
 
 #: Evidence words per window (about 1.3 word pieces each: 75 words fill ~100 of the
-#: cross-encoder's 128).
+#: reader's 128).
 WINDOW_WORDS = 75
 #: A claim of at most this many words is read with its question in front.
 SHORT_CLAIM = 5
