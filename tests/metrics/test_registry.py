@@ -131,3 +131,27 @@ def test_unknown_names_and_taken_names_are_refused(toy, run_cli, tmp_path):
     cases.write_text(json.dumps(CASES[0]) + "\n")
     code, text = run_cli("run", cases, "-m", "nonsense", "--out", tmp_path / "o")
     assert code == 2 and "toy-overlap" in text and "Traceback" not in text
+
+
+def test_a_misspelt_field_fails_at_registration_naming_it_and_the_field_it_means():
+    from contextlens import Dataset
+
+    with pytest.raises(ValueError, match=r"requires 'expected_ouput'.*'expected_output'"):
+
+        @metric("typo-requires", requires=("expected_ouput",), case_type=ModelTestCase)
+        class Typo:
+            """Never registered."""
+
+    with pytest.raises(ValueError, match=r"reads 'asistant'.*'assistant'"):
+
+        @metric("typo-reads", reads=("asistant",), case_type=Dataset)
+        class SessionTypo:
+            """Never registered."""
+
+    assert "typo-requires" not in registry.registered()
+    assert "typo-reads" not in registry.registered()
+    # an alternative among requirements is checked as well
+    with pytest.raises(ValueError, match="'retrival_context'"):
+        metric("typo-either", requires=(("retrival_context", "context"),), case_type=ModelTestCase)(
+            type("Either", (), {})
+        )

@@ -39,9 +39,15 @@ from importlib import metadata
 from typing import Any, TypeVar
 
 from contextlens.errors import ContextLensError
-from contextlens.fields import closest
+from contextlens.fields import (
+    INTERACTION_FIELDS,
+    SESSION_FIELDS,
+    TEST_CASE_FIELDS,
+    FieldTable,
+    closest,
+)
 from contextlens.metrics.base import Metric, Requirement, as_requires
-from contextlens.schemas import MetricDetails, MetricKey
+from contextlens.schemas import Dataset, MetricDetails, MetricKey, ModelTestCase
 
 __all__ = [
     "MetricInfo",
@@ -128,6 +134,7 @@ def metric(
             needs = as_requires(getattr(factory, "requires", ()) if requires is None else requires)
         except TypeError as exc:
             raise TypeError(f"metric {name!r}: {exc}") from None
+        _check_fields(name, kind, needs, reads)
         if isinstance(factory, type):
             factory.name = name  # type: ignore[attr-defined]
             if requires is not None:
@@ -181,6 +188,38 @@ def _load() -> None:
                     RuntimeWarning,
                     stacklevel=2,
                 )
+
+
+def _tables(kind: type) -> list[FieldTable]:
+    """The field tables a case of ``kind`` is made of (none for a case type of its own)."""
+    if issubclass(kind, ModelTestCase):
+        return [TEST_CASE_FIELDS]
+    if issubclass(kind, Dataset):
+        return [SESSION_FIELDS, INTERACTION_FIELDS]
+    return []
+
+
+def _check_fields(
+    name: str, kind: type, needs: Sequence[Requirement], reads: Sequence[str]
+) -> None:
+    """A metric's ``requires`` and ``reads`` name fields of its case type (ValueError
+    naming the first that does not, with the closest field)."""
+    tables = _tables(kind)
+    if not tables:
+        return
+    wanted = [n for need in needs for n in ((need,) if isinstance(need, str) else need)]
+    for what, field in [*(("requires", n) for n in wanted), *(("reads", n) for n in reads)]:
+        if not any(t.get(field) is not None for t in tables):
+            why = tables[0].unknown(field) if len(tables) == 1 else _unknown(field, tables)
+            raise ValueError(
+                f"metric {name!r}: {what} {field!r}, which is no field of a {kind.__name__}: {why}"
+            )
+
+
+def _unknown(field: str, tables: Sequence[FieldTable]) -> str:
+    known = sorted({n for t in tables for n in t.names})
+    near = closest(field, known)
+    return f"did you mean {near!r}?" if near else f"the fields are {', '.join(known)}"
 
 
 def registered() -> dict[str, MetricInfo]:
