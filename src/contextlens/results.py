@@ -20,7 +20,8 @@ from pydantic import (
 
 from contextlens.cases import CASES_FILE, CaseRecord, Lines, whole_lines
 from contextlens.engine.accounting import Counts, LedgerReport
-from contextlens.metrics.registry import details_type, match
+from contextlens.fields import TEST_CASE_FIELDS
+from contextlens.metrics.registry import details_type, match, registered
 from contextlens.metrics.settings import MetricSettings
 from contextlens.schemas import MetricDetails, MetricKey, ModelTestCase
 
@@ -242,9 +243,8 @@ class EvalRun(BaseModel):
 
     def to_pandas(self) -> Any:
         """One row per case and metric (needs pandas): the item's fields, then its case's
-        (``input``, ``actual_output``, ``expected_output``, ``retrieval_context``,
-        ``context``; a session's ``assistant_id``, ``context`` and ``turns``), then one
-        ``meta.KEY`` column per key of the cases' ``meta``."""
+        (the fields of :func:`case_columns`; a session's ``assistant_id``, ``context`` and
+        ``turns``), then one ``meta.KEY`` column per key of the cases' ``meta``."""
         try:
             import pandas as pd
         except ImportError as exc:
@@ -296,17 +296,25 @@ class EvalRun(BaseModel):
         )
 
 
+def case_columns() -> list[str]:
+    """The test-case fields a run's exports carry (``to_pandas()``, the CSV file): every
+    field of the field table that a registered metric reads or requires, in the table's
+    order, under its own name."""
+    used: set[str] = set()
+    for info in registered().values():
+        if issubclass(info.case_type, ModelTestCase):
+            needs = [
+                n for need in info.requires for n in ((need,) if isinstance(need, str) else need)
+            ]
+            used.update(TEST_CASE_FIELDS.canonical(n) or n for n in (*info.reads, *needs))
+    return [f.name for f in TEST_CASE_FIELDS if f.name in used]
+
+
 def _case_columns(record: CaseRecord) -> dict[str, Any]:
     """The columns ``to_pandas()`` gives a case: its fields, then ``meta.KEY``."""
     case = record.case
     if isinstance(case, ModelTestCase):
-        row: dict[str, Any] = {
-            "input": case.input,
-            "actual_output": case.actual_output,
-            "expected_output": case.expected_output,
-            "retrieval_context": case.retrieval_context,
-            "context": case.context,
-        }
+        row: dict[str, Any] = {name: getattr(case, name) for name in case_columns()}
     else:
         row = {
             "assistant_id": case.assistant_id,

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from contextlens import ModelTestCase, evaluate
+from contextlens.cases import CaseRecord
 from contextlens.metrics.base import Services
 from contextlens.metrics.registry import resolve
 from contextlens.metrics.retrieval import MEASURES, RetrievalMetric, retrieval_measures
@@ -179,3 +180,26 @@ def test_retrieval_through_evaluate_and_the_command_line(run_cli, tmp_path):
     missing.write_text(json.dumps({"input": "q", "retrieved_ids": ["d1"]}))
     code, text = run_cli("run", missing, "-m", "retrieval", "--no-store", "-q")
     assert code == 2 and "requires 'relevant_ids'" in text
+
+
+def test_a_retrieval_runs_csv_and_frame_carry_its_id_columns(tmp_path):
+    import csv
+
+    from contextlens.report.items import write_csv
+
+    cases = [
+        ModelTestCase(input="q1", retrieved_ids=["d1", "d2"], relevant_ids=["d2"], name="a"),
+        ModelTestCase(input="q2", retrieved_ids=["d3"], relevant_ids={"d3": 2}, name="b"),
+    ]
+    run = evaluate(cases, ["retrieval"], cache=False, progress=False, keep_results=True)
+    run.with_cases(CaseRecord(case_id=c.name or "", case=c) for c in cases)
+    with write_csv(run, tmp_path / "items.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["case_id"]: r["retrieved_ids"] for r in rows} == {
+        "a": '["d1", "d2"]',
+        "b": '["d3"]',
+    }
+    assert json.loads({r["case_id"]: r["relevant_ids"] for r in rows}["b"]) == {"d3": 2}
+    frame = run.to_pandas()
+    assert {"retrieved_ids", "relevant_ids"} <= set(frame.columns)
+    assert frame.set_index("case_id").loc["a", "retrieved_ids"] == ["d1", "d2"]

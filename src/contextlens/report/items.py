@@ -11,13 +11,12 @@ from typing import Any
 
 from contextlens.files import make_folder, write_text
 from contextlens.report.cases import status_of
-from contextlens.results import EvalRun
+from contextlens.results import EvalRun, case_columns
 from contextlens.schemas import ModelTestCase
 
 __all__ = ["write_csv"]
 
 COLUMNS = ["case_id", "metric", "score", "status", "reason", "error", "judge"]
-CASE_COLUMNS = ["input", "actual_output", "expected_output", "retrieval_context", "context"]
 
 
 def _text(value: Any) -> str:
@@ -39,16 +38,17 @@ def write_csv(run: EvalRun, path: str | Path) -> Path:
     make_folder(target.parent)
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
-    writer.writerow(COLUMNS + CASE_COLUMNS + [f"meta.{k}" for k in meta])
+    fields_of = case_columns()
+    writer.writerow(COLUMNS + fields_of + [f"meta.{k}" for k in meta])
     for item in run.iter_results():
         status = status_of(item)
         record = cases.get(item.case_id)
         case = record.case if record is not None else None
-        fields = (
-            [_text(getattr(case, c)) for c in CASE_COLUMNS]
-            if isinstance(case, ModelTestCase)
-            else ["", "", "", "", _text(getattr(case, "context", None))]
-        )
+        if isinstance(case, ModelTestCase):
+            fields = [_text(getattr(case, c)) for c in fields_of]
+        else:  # a session: its context under the case's
+            context = _text(getattr(case, "context", None))
+            fields = [context if c == "context" else "" for c in fields_of]
         row_meta = record.meta if record is not None else {}
         writer.writerow(
             [
