@@ -139,22 +139,55 @@ def cases_of(rows: list[Row], metric: str) -> list[ModelTestCase] | list[Dataset
     ]
 
 
-def score(rows: list[Row], metric: str, judge: str) -> tuple[list[Scored], float, str]:
-    """Each row's result, the metric's pass mark and the judge it used."""
+@dataclass
+class Scoring:
+    """What a run gave the rows: each row's result, the metric's pass mark, the judge it
+    used and the offline models that read the items (``details.offline_model``, counted)."""
+
+    items: list[Scored]
+    threshold: float
+    judge: str
+    models: dict[str, int]
+
+
+def score_cases(
+    rows: list[Row], cases: list[ModelTestCase] | list[Dataset], metric: str, judge: str
+) -> Scoring:
+    """Score ``cases`` (one a row, named by its id) through ``contextlens.evaluate``."""
     run = contextlens.evaluate(
-        cases_of(rows, metric), [metric], judge=judge, cache=False, store=False, progress=False
+        cases, [metric], judge=judge, cache=False, store=False, progress=False
     )
     summary = run.summary(metric)
-    items: dict[str, ItemResult] = {item.case_id: item for item in run.iter_results()}
+    found: dict[str, ItemResult] = {item.case_id: item for item in run.iter_results()}
     scored = []
+    models: Counter[str] = Counter()
     for r in rows:
-        item = items.get(r.id)
+        item = found.get(r.id)
         if item is None:
             scored.append(Scored(r, None, None, "no result"))
             continue
+        model = getattr(item.details, "offline_model", None)
+        if model:
+            models[str(model)] += 1
         scored.append(Scored(r, item.score, item.not_applicable, item.error or item.not_run))
     threshold = summary.threshold if summary.threshold is not None else 0.5
-    return scored, threshold, summary.judge or judge
+    return Scoring(scored, threshold, summary.judge or judge, dict(models))
+
+
+def options(description: str, data: Path, what: str) -> argparse.ArgumentParser:
+    """The command line of a labelled-set script: ``--data``, ``--metric``, ``--judge``,
+    ``--json``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--data", type=Path, default=data, help=f"a {what} (JSONL)")
+    parser.add_argument(
+        "--metric",
+        default="faithfulness",
+        choices=("faithfulness", "context"),
+        help="the metric scored (default: faithfulness)",
+    )
+    parser.add_argument("--judge", default="offline", help="a judge spec (default: offline)")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    return parser
 
 
 def _reason(text: str, not_applicable: bool) -> str:
@@ -236,21 +269,12 @@ def family(source: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="a contrast set (JSONL)")
-    parser.add_argument(
-        "--metric",
-        default="faithfulness",
-        choices=("faithfulness", "context"),
-        help="the metric scored (default: faithfulness)",
-    )
-    parser.add_argument("--judge", default="offline", help="a judge spec (default: offline)")
-    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
-    args = parser.parse_args(argv)
+    args = options(__doc__.split("\n")[0], DATA, "contrast set").parse_args(argv)
 
     rows = read_rows(args.data)
     header(f"Contrast set: {args.metric} on {args.data.name} ({len(rows)} items)")
-    items, threshold, judge = score(rows, args.metric, args.judge)
+    scoring = score_cases(rows, cases_of(rows, args.metric), args.metric, args.judge)
+    items, threshold, judge = scoring.items, scoring.threshold, scoring.judge
     overall = figures(items, threshold, interval=True)
 
     print(f"metric {args.metric}, judge {judge}, default pass mark {threshold:g}")

@@ -30,19 +30,27 @@ the same per ``meta.kind`` and ``meta.domain``; the ten worst misses. Offline by
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from _workload import header, print_table
-from contrast import Figures, Row, Scored, _excerpt, cases_of, figures, num, pct
+from contrast import (
+    Figures,
+    Row,
+    Scored,
+    _excerpt,
+    cases_of,
+    figures,
+    num,
+    options,
+    pct,
+    score_cases,
+)
 
-import contextlens
-from contextlens import Dataset, ItemResult, ModelTestCase
+from contextlens import Dataset, ModelTestCase
 
 DATA = Path(__file__).resolve().parent / "planted" / "planted.jsonl"
 
@@ -113,36 +121,6 @@ def planted_cases(rows: list[Planted], metric: str) -> list[ModelTestCase] | lis
     ]
 
 
-def score(
-    rows: list[Planted], metric: str, judge: str
-) -> tuple[list[Scored], float, str, dict[str, int]]:
-    """Each row's result, the metric's pass mark, the judge it used and the offline models
-    that read the items (``details.offline_model``, counted)."""
-    run = contextlens.evaluate(
-        planted_cases(rows, metric),
-        [metric],
-        judge=judge,
-        cache=False,
-        store=False,
-        progress=False,
-    )
-    summary = run.summary(metric)
-    items: dict[str, ItemResult] = {item.case_id: item for item in run.iter_results()}
-    scored = []
-    models: Counter[str] = Counter()
-    for p in rows:
-        item = items.get(p.row.id)
-        if item is None:
-            scored.append(Scored(p.row, None, None, "no result"))
-            continue
-        model = item.details.model_dump().get("offline_model")
-        if model:
-            models[str(model)] += 1
-        scored.append(Scored(p.row, item.score, item.not_applicable, item.error or item.not_run))
-    threshold = summary.threshold if summary.threshold is not None else 0.5
-    return scored, threshold, summary.judge or judge, dict(models)
-
-
 def outcome(items: list[Scored], threshold: float, label: int) -> Outcome:
     """Label 1: the items passing the pass mark; label 0: the items caught below it."""
     group = [s for s in items if s.row.label == label]
@@ -193,21 +171,19 @@ def _share(o: Outcome) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="a planted-truth set (JSONL)")
-    parser.add_argument(
-        "--metric",
-        default="faithfulness",
-        choices=("faithfulness", "context"),
-        help="the metric scored (default: faithfulness)",
-    )
-    parser.add_argument("--judge", default="offline", help="a judge spec (default: offline)")
-    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
-    args = parser.parse_args(argv)
+    args = options(__doc__.split("\n")[0], DATA, "planted-truth set").parse_args(argv)
 
     rows = read_rows(args.data)
     header(f"Planted-truth set: {args.metric} on {args.data.name} ({len(rows)} items)")
-    items, threshold, judge, models = score(rows, args.metric, args.judge)
+    scoring = score_cases(
+        [p.row for p in rows], planted_cases(rows, args.metric), args.metric, args.judge
+    )
+    items, threshold, judge, models = (
+        scoring.items,
+        scoring.threshold,
+        scoring.judge,
+        scoring.models,
+    )
     overall: Figures = figures(items, threshold, interval=True)
     passing = outcome(items, threshold, 1)
     caught = outcome(items, threshold, 0)

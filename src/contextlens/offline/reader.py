@@ -31,7 +31,7 @@ from tokenizers import Tokenizer
 
 from contextlens.embeddings.base import Embedder, embed_distinct
 from contextlens.errors import ContextLensError
-from contextlens.offline.support import SupportItem, evidence_and_claims
+from contextlens.offline.support import MIN_WEIGHT, SupportItem, evidence_and_claims
 from contextlens.offline.windows import claim_text, windows
 
 __all__ = [
@@ -47,8 +47,6 @@ _ASSETS = "assets/claim-reader"  # in contextlens.offline
 #: The reader's verdicts, in the order of its outputs.
 VERDICTS = ("supported", "contradicted", "not mentioned")
 SUPPORTED, CONTRADICTED, NOT_MENTIONED = range(3)
-#: Weight of the weakest claim in a reply's score (the mean pulled to the min).
-MIN_WEIGHT = 0.5
 _TOKENIZER = "assets/all-MiniLM-L6-v2/tokenizer.json"  # in contextlens.embeddings
 #: Word pieces of a pair, [CLS] and both [SEP] included.
 MAX_TOKENS = 128
