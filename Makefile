@@ -39,11 +39,13 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.test browser
 	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.test
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m ruff format --check src tests benchmarks examples
+	$(PY) -m mypy
 
 bench: $(VENV)/.test
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
