@@ -13,6 +13,7 @@ import pytest
 
 from contextlens import ModelTestCase, evaluate
 from contextlens.backend import Usage
+from contextlens.compat.deepeval_template import ContextualRelevancyTemplate, relevancy_prompt
 from contextlens.engine.accounting import PRICES
 from contextlens.engine.budget import CostCap, CostCapReached
 from contextlens.engine.tokens import CHARS, counter_for
@@ -21,7 +22,6 @@ from contextlens.metrics.context import ContextVerdict
 from contextlens.metrics.context_precision import PrecisionVerdict
 from contextlens.metrics.contextual_relevancy import (
     ContextualRelevancyScorer,
-    ContextualRelevancyTemplate,
     reply_schema,
 )
 from contextlens.testing import FakeOpenAIServer
@@ -131,7 +131,7 @@ class WithReason(ContextualRelevancyTemplate):
 
 def test_a_dry_run_reads_a_cached_reply_as_its_judge_reads_it(tmp_path):
     cases, cache = rag_cases(4), tmp_path / "cache.sqlite3"
-    metric = ContextualRelevancyScorer(evaluation_template=WithReason)
+    metric = ContextualRelevancyScorer(prompt=relevancy_prompt(WithReason))
     run = evaluate(cases, [metric], judge=LooseModel(), cache=cache)
     assert run.summaries["contextual-relevancy"].n_scored == 4  # "Yes." read as "yes"
     estimate = evaluate(cases, [metric], judge=LooseModel(), cache=cache, dry_run=True)

@@ -112,8 +112,8 @@ def test_each_metric_records_its_settings_prompts_and_pass_mark():
     # a similarity is not a probability: no pass mark unless one is set
     assert settings is not None and run.summaries["context-similarity"].threshold is None
     strict = _run(thresholds={"context-similarity": 0.9}).summaries["context-similarity"]
-    assert strict.threshold == 0.9 and strict.settings.values["score_threshold"] is None
-    assert settings.values["score_threshold"] is None
+    assert strict.threshold == 0.9 and strict.settings.values["threshold"] is None
+    assert settings.values["threshold"] is None
     precision = settings_of(create("context-precision"))
     assert precision.prompts is not None and len(precision.prompts) == 16
     assert str(precision.values["few_shot_examples"]).startswith("sha256:")  # long: digested

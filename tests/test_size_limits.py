@@ -44,7 +44,6 @@ from contextlens.metrics.context import ContextAwareness, context_messages
 from contextlens.metrics.context_precision import (
     DEFAULT_FEW_SHOT_EXAMPLES,
     ContextPrecisionScorer,
-    PrecisionCase,
     precision_messages,
 )
 from contextlens.metrics.context_similarity import ContextSimilarityScorer
@@ -54,7 +53,7 @@ from contextlens.offline.support import SupportItem, align, score_support
 from contextlens.schemas import ModelTestCase
 from contextlens.testing import FakeOpenAIServer
 from support.context import make_session
-from support.precision import GOOD, LIBRARY
+from support.precision import GOOD, LIBRARY, precision_case
 from support.relevancy import REFUND, SHIPPING, server_reply
 
 OVER_BUDGET = re.compile(
@@ -108,7 +107,7 @@ def offline(embedder) -> Services:
 
 
 def test_precision_prompt_over_the_budget_fails_and_is_never_sent():
-    case = PrecisionCase(output=BIG, expected_output=LIBRARY["expected_output"], context=["c"])
+    case = precision_case(output=BIG, expected_output=LIBRARY["expected_output"], context=["c"])
     tokens = estimate_tokens(precision_messages(case, DEFAULT_FEW_SHOT_EXAMPLES))
     assert tokens > DEFAULT_MAX_PROMPT_TOKENS
     with FakeOpenAIServer() as server:
@@ -204,9 +203,9 @@ def test_one_budget_default_and_one_token_estimate():
     assert contextual_relevancy.estimate_tokens is estimate_tokens
     assert contextual_relevancy.DEFAULT_MAX_PROMPT_TOKENS == DEFAULT_MAX_PROMPT_TOKENS
     cores = [ContextAwareness(), ContextPrecisionScorer(), ContextualRelevancyScorer()]
-    assert {c.max_prompt_tokens for c in cores} == {DEFAULT_MAX_PROMPT_TOKENS}
+    assert {c.config.max_prompt_tokens for c in cores} == {DEFAULT_MAX_PROMPT_TOKENS}
     cores.append(ContextSimilarityScorer())
-    assert {c.max_embed_tokens for c in cores} == {DEFAULT_MAX_EMBED_TOKENS}
+    assert {c.config.max_embed_tokens for c in cores} == {DEFAULT_MAX_EMBED_TOKENS}
     for make in (ContextAwareness, ContextPrecisionScorer, ContextualRelevancyScorer):
         with pytest.raises(ValueError, match="max_prompt_tokens must be an integer >= 1, got 0"):
             make(max_prompt_tokens=0)
@@ -229,7 +228,7 @@ def test_seed_shells_take_the_limits_keyword_only(shell, settings):
     for name in settings:
         assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
     made = shell(**{name: 777 for name in settings})
-    assert all(getattr(made.metric, name) == 777 for name in settings)
+    assert all(getattr(made.metric.config, name) == 777 for name in settings)
 
 
 # --- offline: texts over the embedding limit ------------------------------------------------
@@ -262,12 +261,12 @@ def test_context_offline_fails_the_interaction_with_a_text_over_the_limit():
     [
         (
             ContextPrecisionScorer,
-            PrecisionCase(output=BIG[:5_000], expected_output="e", context=["c"]),
+            precision_case(output=BIG[:5_000], expected_output="e", context=["c"]),
             "the output",
         ),
         (
             ContextPrecisionScorer,
-            PrecisionCase(output=GOOD, expected_output="e", context=["c", BIG[:5_000]]),
+            precision_case(output=GOOD, expected_output="e", context=["c", BIG[:5_000]]),
             "context[1]",
         ),
         (
@@ -278,7 +277,7 @@ def test_context_offline_fails_the_interaction_with_a_text_over_the_limit():
         (
             ContextSimilarityScorer,
             ModelTestCase(input="q", actual_output=BIG[:5_000], retrieval_context=["c"]),
-            "generated_text",
+            "actual_output",
         ),
     ],
 )
@@ -329,7 +328,7 @@ def test_a_500_kb_answer_fails_quickly_with_its_size_on_the_bundled_embedder():
     assert errors == {
         "context-precision": reason.format("the output"),
         "contextual-relevancy": reason.format("actual_output"),  # the answer is read too
-        "context-similarity": reason.format("generated_text"),
+        "context-similarity": reason.format("actual_output"),
     }
     assert elapsed < 20
 

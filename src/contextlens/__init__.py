@@ -8,7 +8,8 @@ from contextlens.compat.novastack import ContextSimilarityEvaluator, HuggingFace
 from contextlens.compat.opik import ContextPrecision, ScoreResult
 from contextlens.errors import ContextLensError, InputError, JudgeError, MetricComputationError
 from contextlens.judges import ChatBackend, Judge, Judgement, LLMJudge, resolve_judge
-from contextlens.metrics.base import Metric, Services
+from contextlens.metrics.base import Services
+from contextlens.metrics.metric import Metric, Score
 from contextlens.metrics.registry import MetricInfo, metric
 from contextlens.metrics.registry import get as get_metric
 from contextlens.metrics.registry import registered as list_metrics
@@ -67,6 +68,7 @@ __all__ = [
     "ModelTestCase",
     "Retriever",
     "RunStore",
+    "Score",
     "ScoreResult",
     "Services",
     "SessionMetadata",

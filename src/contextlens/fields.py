@@ -21,8 +21,11 @@ __all__ = [
     "TEST_CASE_FIELDS",
     "CaseField",
     "FieldTable",
+    "Requirement",
+    "as_requires",
     "closest",
     "unknown_message",
+    "unmet_requirement",
 ]
 
 FieldType = Literal[
@@ -292,3 +295,52 @@ INTERACTION_FIELDS = FieldTable(
         CaseField(OWN_DATA, "object", _META_DOC),
     ),
 )
+
+
+# --- what a metric requires ---------------------------------------------------------------
+
+#: One field a metric requires: a case field's name, or alternatives of which one is needed.
+Requirement = str | tuple[str, ...]
+
+
+def as_requires(requires: Any) -> tuple[Requirement, ...]:
+    """``requires`` as a tuple of field names and tuples of alternatives (TypeError else)."""
+    out: list[Requirement] = []
+    for need in () if requires is None else requires:
+        options = (need,) if isinstance(need, str) else tuple(need) if _many(need) else ()
+        if not options or not all(isinstance(o, str) and o for o in options):
+            raise TypeError(
+                f"requires: each entry is a field name or a tuple of field names, got {need!r}"
+            )
+        out.append(options[0] if isinstance(need, str) else options)
+    return tuple(out)
+
+
+def _many(value: Any) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def _given(value: Any) -> bool:
+    if isinstance(value, str):
+        return bool(value.strip())
+    return value is not None  # an empty list is given: it says there is nothing
+
+
+def unmet_requirement(
+    case: Any, requires: tuple[Requirement, ...], metric: str
+) -> tuple[str, str] | None:
+    """The first of ``requires`` that ``case`` (a model or a mapping) does not meet, as
+    ``(field, message)``; None when it meets them all. A field is given when it is neither
+    null nor blank text (an empty list is given: the metric scores what it says)."""
+    for need in requires:
+        options = (need,) if isinstance(need, str) else need
+        get = case.get if isinstance(case, Mapping) else lambda o: getattr(case, o, None)
+        values = [get(o) for o in options]
+        if any(_given(v) for v in values):
+            continue
+        if len(options) > 1:
+            names = ", ".join(repr(o) for o in options)
+            return options[0], f"metric {metric!r} requires one of {names}; none is given"
+        state = "missing" if values[0] is None else "empty"
+        return options[0], f"metric {metric!r} requires {options[0]!r}, which is {state}"
+    return None

@@ -37,8 +37,9 @@ from contextlens.fields import (
     SESSION_FIELDS,
     TEST_CASE_FIELDS,
     unknown_message,
+    unmet_requirement,
 )
-from contextlens.metrics.base import Metric, required_fields, unmet_requirement
+from contextlens.metrics.metric import Metric
 from contextlens.retriever import input_error, jsonl_objects, null_message, utf8_text
 from contextlens.schemas import Batch, Dataset, ModelTestCase
 
@@ -604,7 +605,7 @@ def check_cases(
     """
     path = Path(path)
     kind, numbered = _numbered(path, keep=False)
-    needs = [(name, m, required_fields(m)) for name, m in metrics]
+    needs = [(name, m, m.requires) for name, m in metrics]
     count = 0
     for line, case in numbered:
         count += 1

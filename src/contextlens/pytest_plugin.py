@@ -31,7 +31,7 @@ import pytest
 
 from contextlens.engine.accounting import Counts, Ledger, LedgerReport
 from contextlens.errors import ContextLensError
-from contextlens.metrics.base import own_threshold
+from contextlens.metrics.metric import Metric
 from contextlens.metrics.registry import key_of, match
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner import aevaluate, as_metric
@@ -103,6 +103,15 @@ def _thresholds(
     return found, problems
 
 
+def _given_threshold(given: Any, metric: Metric[Any]) -> float | None:
+    """The pass mark a test holds a metric to: the threshold of the object given (a seed
+    shell carries its own, as DeepEval's do), else the metric's."""
+    own = getattr(given, "threshold", None)
+    if isinstance(own, (int, float)) and not isinstance(own, bool):
+        return float(own)
+    return metric.threshold
+
+
 def _judged(
     run: EvalRun, metrics: Sequence[Any], thresholds: Mapping[str, float] | None, case: Any
 ) -> tuple[list[ItemResult], list[str]]:
@@ -120,8 +129,7 @@ def _judged(
                 f"(it takes a {getattr(metric.case_type, '__name__', metric.case_type)})"
             )
             continue
-        own = own_threshold(given)
-        threshold = named.get(key, own if own is not None else own_threshold(metric))
+        threshold = named.get(key, _given_threshold(given, metric))
         if item.failed:
             problems.append(f"{key}: failed (no score): {item.error}")
         elif threshold is not None and item.score is not None:

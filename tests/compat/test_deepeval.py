@@ -232,7 +232,7 @@ def test_a_template_subclass_that_overrides_nothing_uses_the_default_prompts():
 
 def test_offline_a_given_template_is_reported_unused():
     metric = ContextualRelevancyMetric(evaluation_template=DeepEvalTemplate)
-    with pytest.warns(UserWarning, match="evaluation_template is unused offline"):
+    with pytest.warns(UserWarning, match="evaluation_template .* is unused offline"):
         score = metric.measure(case(REFUND))
     assert 0.0 <= score <= 1.0 and metric.result.details.method == "offline"
     assert metric.result.details.template.startswith("unused")

@@ -188,7 +188,7 @@ def test_an_instance_is_a_metric_for_evaluate():
     mode = BayesianMode(mc_samples=2000)
     shell = Context(mode)
     assert isinstance(shell.metric, ContextAwareness) and shell.case_type is Dataset
-    assert shell.metric.statistical_mode is mode
+    assert shell.metric.config.statistical_mode is mode
     run = evaluate([make_session()], [shell], progress=False, keep_results=True)
     [item] = run.results
     [metric] = Context.run(ListRetriever, sessions=[make_session()])

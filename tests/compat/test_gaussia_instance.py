@@ -81,7 +81,7 @@ def test_the_instance_keeps_what_it_was_given(judge):
     assert custom.use_structured_output is True
     assert (custom.bos_json_clause, custom.eos_json_clause) == ("<json>", "</json>")
     assert isinstance(custom.statistical_mode, BayesianMode)
-    assert custom.metric.fence.bos == "<json>"  # the core judges with the same clauses
+    assert custom.metric.config.fence.bos == "<json>"  # the core judges with the same clauses
 
 
 # -- batch and on_process_complete ---------------------------------------------------------------

@@ -14,6 +14,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 import contextlens
 from contextlens import ContextSimilarityEvaluator
+from contextlens.compat.novastack import _novastack
 from contextlens.embeddings.adapters import InvalidEmbeddingError
 from contextlens.metrics.context_similarity import ContextSimilarityScorer
 from contextlens.schemas import ModelTestCase
@@ -246,7 +247,7 @@ async def test_embed_model_wins_over_the_run_embedder_in_evaluate() -> None:
     run_ = await contextlens.aevaluate([case], [ev], embedder=other, progress=False)
     assert other.calls == [] and len(own.calls) == 1
     assert run_.results[0].score == pytest.approx(2 / 3)
-    assert run_.results[0].details.novastack() == await ev.aevaluate("q", "a", ["c"])
+    assert _novastack(run_.results[0]) == await ev.aevaluate("q", "a", ["c"])
 
 
 async def test_no_embed_model_takes_the_run_embedder_in_evaluate() -> None:

@@ -29,14 +29,13 @@ from contextlens.judges.base import DEFAULT_FENCE, Judgement
 from contextlens.metrics.base import Services
 from contextlens.metrics.context_precision import (
     DEFAULT_FEW_SHOT_EXAMPLES,
-    PrecisionCase,
     precision_messages,
 )
 from contextlens.metrics.registry import key_of
 from contextlens.schemas import MetricResult
 from contextlens.testing import FakeOpenAIServer
 from support import block_of, blocks
-from support.precision import GOOD, LIBRARY, verdict
+from support.precision import GOOD, LIBRARY, precision_case, verdict
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "context_precision_opik.py"
 
@@ -187,7 +186,7 @@ def test_offline_with_nothing_to_compare_raises_and_to_score_result_flags_it():
     with pytest.raises(MetricComputationError, match="nothing to compare"):
         metric.score(input="q", output="An answer.", expected_output="", context=[])
     services = Services(judge=None, embedder=as_embedder(None))
-    result = asyncio.run(metric.metric.score(PrecisionCase(output="An answer."), services))
+    result = asyncio.run(metric.metric.score(precision_case(output="An answer."), services))
     failed = to_score_result(result, metric.name)
     assert result.failed and failed.scoring_failed and math.isnan(failed.value)
     assert failed.metadata["error"] == result.error and failed.name == metric.name
@@ -196,9 +195,9 @@ def test_offline_with_nothing_to_compare_raises_and_to_score_result_flags_it():
 def test_few_shot_examples_are_validated_and_kept_on_the_core():
     with pytest.raises(InputError, match=r"'few_shot_examples\[0\]': missing 'input'"):
         ContextPrecision(few_shot_examples=[{"title": "t"}])
-    assert ContextPrecision().metric.few_shot_examples == DEFAULT_FEW_SHOT_EXAMPLES
+    assert ContextPrecision().metric.config.few_shot_examples == DEFAULT_FEW_SHOT_EXAMPLES
     metric = ContextPrecision(name="cp", few_shot_examples=[])
-    assert metric.few_shot_examples == [] and metric.metric.few_shot_examples == ()
+    assert metric.few_shot_examples == [] and metric.metric.config.few_shot_examples == ()
     assert metric.name == "cp" and key_of(metric.metric) == "context-precision:cp"
 
 
@@ -357,7 +356,7 @@ VALUES = [
 def judge_prompt(value: str) -> tuple[str, str]:
     """The system and user messages ContextPrecision sends for ``value`` in every field."""
     messages = precision_messages(
-        PrecisionCase(input=value, output=value, expected_output=value, context=[value]), []
+        precision_case(input=value, output=value, expected_output=value, context=[value]), []
     )
     return messages[0]["content"], messages[1]["content"]
 

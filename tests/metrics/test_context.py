@@ -87,13 +87,15 @@ async def test_weights_drive_the_session_mean(rule_model):
         by_query({"hours": verdict(1.0), "delivery": verdict(1.0), "monday": verdict(0.0)})
     )
     session = make_session(weights=(0.1, 0.1, 0.8))
-    result = await ContextAwareness(FrequentistMode()).score(session, services(model))
+    result = await ContextAwareness(statistical_mode=FrequentistMode()).score(
+        session, services(model)
+    )
     assert result.score == pytest.approx(0.2)
     assert [i.weight for i in result.details.interactions] == [0.1, 0.1, 0.8]
 
 
 async def test_bayesian_interval_contains_the_point_and_is_reproducible():
-    core = ContextAwareness(BayesianMode(mc_samples=2000, ci_level=0.9))
+    core = ContextAwareness(statistical_mode=BayesianMode(mc_samples=2000, ci_level=0.9))
     runs = [await core.score(make_session(), services()) for _ in "ab"]
     low, high = runs[0].details.ci_low, runs[0].details.ci_high
     assert low <= runs[0].score <= high
@@ -102,7 +104,9 @@ async def test_bayesian_interval_contains_the_point_and_is_reproducible():
 
 
 async def test_frequentist_has_no_interval():
-    result = await ContextAwareness(FrequentistMode()).score(make_session(), services())
+    result = await ContextAwareness(statistical_mode=FrequentistMode()).score(
+        make_session(), services()
+    )
     assert result.score is not None
     assert result.details.ci_low is None and result.details.ci_high is None
 
@@ -142,7 +146,7 @@ def test_no_reference_block_when_ground_truth_is_empty():
 
 
 async def test_the_same_metric_object_serves_concurrent_sessions(rule_model):
-    core = ContextAwareness(FrequentistMode())
+    core = ContextAwareness(statistical_mode=FrequentistMode())
     other = "You are the assistant of Roma Pizza, open every day."
     model = rule_model(lambda prompt: verdict(0.9 if other in prompt else 0.5))
     judged = services(model)

@@ -19,15 +19,15 @@ from contextlens.metrics.base import Services
 from contextlens.metrics.context_precision import (
     DEFAULT_FEW_SHOT_EXAMPLES,
     ContextPrecisionScorer,
-    PrecisionCase,
     PrecisionVerdict,
+    case_context,
     precision_messages,
     render_examples,
 )
 from contextlens.schemas import ModelTestCase
 from contextlens.testing import FakeOpenAIServer
 from support import block_matches, blocks
-from support.precision import GOOD, LIBRARY, verdict
+from support.precision import GOOD, LIBRARY, precision_case, verdict
 
 BAD = (
     "The library is open 24 hours a day, every day. There is no limit on how many books you borrow."
@@ -42,7 +42,7 @@ def block(text: str, tag: str) -> str:
 
 def messages_for(metric: ContextPrecisionScorer, **case) -> tuple[str, str]:
     system, user = precision_messages(
-        PrecisionCase(**{**LIBRARY, "output": GOOD, **case}), metric.few_shot_examples
+        precision_case(**{**LIBRARY, "output": GOOD, **case}), metric.config.few_shot_examples
     )
     return system["content"], user["content"]
 
@@ -101,7 +101,7 @@ def test_example_verdicts_and_the_reply_format_use_the_given_fence():
         ensure_ascii=False,
     )
     assert f"Verdict:\n<json>\n{rendered}\n</json>" in render_examples([ex], fence)
-    system, _ = precision_messages(PrecisionCase(**LIBRARY, output=GOOD), [ex], fence)
+    system, _ = precision_messages(precision_case(**LIBRARY, output=GOOD), [ex], fence)
     assert f"Verdict:\n<json>\n{rendered}\n</json>" in system["content"]
     assert "```json" not in system["content"]
     assert render_examples([], fence) == ""
@@ -193,7 +193,7 @@ def test_the_judges_fenced_verdict_wins_over_an_echoed_hostile_object(hostile):
     with FakeOpenAIServer(reply=judge_reply) as server:
         result = score(
             ContextPrecisionScorer(),
-            PrecisionCase(**LIBRARY, output=f"Rome. {hostile}"),
+            precision_case(**LIBRARY, output=f"Rome. {hostile}"),
             judged(f"{server.base_url}#judge"),
         )
         assert server.calls == 1 and server.status_counts == {200: 1}
@@ -205,7 +205,7 @@ def test_score_and_reason_come_from_one_call_with_usage_in_details():
     with FakeOpenAIServer(replies=[verdict(0.8, "close")]) as server:
         result = score(
             ContextPrecisionScorer(),
-            PrecisionCase(**LIBRARY, output=GOOD),
+            precision_case(**LIBRARY, output=GOOD),
             judged(f"{server.base_url}#judge"),
         )
         assert server.calls == 1
@@ -221,7 +221,7 @@ def test_out_of_range_score_is_reasked_once():
     with FakeOpenAIServer(replies=[verdict(1.7), verdict(0.6, "fixed")]) as server:
         result = score(
             ContextPrecisionScorer(),
-            PrecisionCase(**LIBRARY, output=GOOD),
+            precision_case(**LIBRARY, output=GOOD),
             judged(f"{server.base_url}#judge"),
         )
         assert server.calls == 2
@@ -238,7 +238,7 @@ def test_out_of_range_twice_is_reasked_then_a_failure_with_its_reason():
     with FakeOpenAIServer(replies=[verdict(1.5), verdict(-2)]) as server:
         result = score(
             ContextPrecisionScorer(),
-            {**LIBRARY, "output": GOOD},
+            precision_case(**LIBRARY, output=GOOD),
             judged(f"{server.base_url}#judge"),
         )
         assert server.calls == 2
@@ -262,7 +262,7 @@ def test_one_metric_object_serves_many_concurrent_scores():
         before = dict(vars(metric))
 
         async def run_all():
-            cases = [PrecisionCase(**LIBRARY, output=f"answer #{n}") for n in range(20)]
+            cases = [precision_case(**LIBRARY, output=f"answer #{n}") for n in range(20)]
             return await asyncio.gather(*(metric.score(c, services) for c in cases))
 
         results = asyncio.run(run_all())
@@ -277,8 +277,8 @@ def test_one_metric_object_serves_many_concurrent_scores():
 
 def test_offline_matching_output_scores_well_above_a_contradicting_one():
     metric, services = ContextPrecisionScorer(), offline()
-    good = score(metric, PrecisionCase(**LIBRARY, output=GOOD), services)
-    bad = score(metric, PrecisionCase(**LIBRARY, output=BAD), services)
+    good = score(metric, precision_case(**LIBRARY, output=GOOD), services)
+    bad = score(metric, precision_case(**LIBRARY, output=BAD), services)
     # The support model is calibrated on human judgements of full attribution: a correct
     # answer that words things its own way ("library", "weekdays") is a likely, not a sure,
     # match; a contradicting one is a near-certain miss.
@@ -296,11 +296,15 @@ def test_offline_extra_detail_backed_by_the_context_is_not_punished_like_a_hallu
         "context": ["France is in Western Europe. Its capital is Paris, home of the Louvre."],
     }
     grounded = score(
-        metric, {**case, "output": "The capital of France is Paris, home of the Louvre."}, services
+        metric,
+        precision_case(**case, output="The capital of France is Paris, home of the Louvre."),
+        services,
     )
     invented = score(
         metric,
-        {**case, "output": "The capital of France is Paris. It has 40 million inhabitants."},
+        precision_case(
+            **case, output="The capital of France is Paris. It has 40 million inhabitants."
+        ),
         services,
     )
     assert grounded.score > invented.score + 0.3
@@ -310,7 +314,7 @@ def test_offline_extra_detail_backed_by_the_context_is_not_punished_like_a_hallu
 def test_offline_without_expected_output_falls_back_to_the_context_and_says_so():
     result = score(
         ContextPrecisionScorer(),
-        PrecisionCase(
+        precision_case(
             input=LIBRARY["input"], output=GOOD, expected_output="", context=LIBRARY["context"]
         ),
         offline(),
@@ -320,7 +324,7 @@ def test_offline_without_expected_output_falls_back_to_the_context_and_says_so()
 
 
 def test_offline_with_nothing_to_compare_is_a_failure_not_a_zero():
-    result = score(ContextPrecisionScorer(), {"output": "An answer."}, offline())
+    result = score(ContextPrecisionScorer(), precision_case(output="An answer."), offline())
     assert result.failed and result.score is None and "nothing to compare" in result.error
     assert result.details.judge == "offline"
 
@@ -328,25 +332,17 @@ def test_offline_with_nothing_to_compare_is_a_failure_not_a_zero():
 # -- cases ----------------------------------------------------------------------------------
 
 
-def test_case_accepts_a_single_context_string_and_none():
-    case = PrecisionCase(output="o", expected_output=None, context="one chunk")
-    assert case.context == ["one chunk"] and case.expected_output == ""
-
-
-def test_a_model_test_case_is_read_as_output_and_retrieval_context():
+def test_the_context_is_the_retrieved_chunks_else_the_case_context():
     full = ModelTestCase(
         input="q", actual_output="o", expected_output="e", retrieval_context=["r"], context=["c"]
     )
-    case = PrecisionCase.model_validate(full)
-    assert (case.input, case.output, case.expected_output, case.context) == ("q", "o", "e", ["r"])
-    no_retrieval = ModelTestCase(input="q", actual_output="o", context=["c"])
-    fallback = PrecisionCase.model_validate(no_retrieval)
-    assert fallback.context == ["c"] and fallback.expected_output == ""
+    assert case_context(full) == ["r"]
+    assert case_context(ModelTestCase(input="q", actual_output="o", context=["c"])) == ["c"]
 
 
 def test_a_case_without_an_output_is_an_input_error():
-    with pytest.raises(InputError, match=r"'output'.*scores the output under test"):
-        score(ContextPrecisionScorer(), {"input": "q", "expected_output": "e"}, offline())
+    with pytest.raises(InputError, match=r"actual_output.*scores the output under test"):
+        score(ContextPrecisionScorer(), ModelTestCase(input="q", expected_output="e"), offline())
 
 
 def test_a_model_test_case_without_an_actual_output_is_an_input_error():

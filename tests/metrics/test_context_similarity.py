@@ -7,11 +7,11 @@ import asyncio
 import math
 from collections import Counter
 from enum import Enum
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from contextlens.compat.novastack import result_dict
 from contextlens.embeddings.adapters import InvalidEmbeddingError
 from contextlens.errors import InputError
 from contextlens.metrics.base import Services
@@ -31,20 +31,28 @@ from support.similarity import (
 )
 
 MODES = ("cosine", "dot_product", "euclidean")
+#: novastack's names of the three texts, which its shell gives the core.
+NOVASTACK = ("query", "generated_text", "contexts")
+
+
+def as_case(query=None, generated_text=None, contexts=None) -> ModelTestCase:
+    """novastack's three arguments as the test case the core scores."""
+    return ModelTestCase(input=query, actual_output=generated_text, retrieval_context=contexts)
 
 
 async def score(
     emb: FakeEmbedder, mode: str = "cosine", threshold: float = 0.8, **case: object
 ) -> MetricResult:
-    scorer = ContextSimilarityScorer(mode, threshold)
-    return await scorer.score(case, Services(judge=None, embedder=emb))
+    scorer = ContextSimilarityScorer(similarity_mode=mode, threshold=threshold, names=NOVASTACK)
+    return await scorer.score(as_case(**case), Services(judge=None, embedder=emb))
 
 
 async def run(
     emb: FakeEmbedder, mode: str = "cosine", threshold: float = 0.8, **case: object
 ) -> dict[str, object]:
-    """novastack's result dict (of the result's details)."""
-    return (await score(emb, mode, threshold, **case)).details.novastack()
+    """novastack's result dict (of the result's details), passing at ``threshold``."""
+    result = await score(emb, mode, threshold, **case)
+    return result_dict(result.details, result.score >= threshold)
 
 
 # --- similarity modes ----------------------------------------------------------------------
@@ -127,16 +135,14 @@ async def test_each_side_is_the_mean_of_its_contexts() -> None:
 async def test_harmonic_mean_of_the_two_sides() -> None:
     emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])
     res = await score(emb, query="q", generated_text="a", contexts=["c"])
-    r = res.details.novastack()
+    r = result_dict(res.details, None)
     assert r["query_context_similarity"]["score"] == pytest.approx(1.0)
     assert r["answer_context_similarity"]["score"] == pytest.approx(0.5)
     assert r["score"] == pytest.approx(2 * 1.0 * 0.5 / 1.5)
     assert set(r) == NOVASTACK_KEYS
-    assert isinstance(r["score"], float) and isinstance(r["passing"], bool)
-    # the MetricResult carries the same verdict
+    assert isinstance(r["score"], float)
     assert isinstance(res, MetricResult) and not res.failed and res.error is None
-    assert res.metric == "context-similarity"
-    assert res.score == r["score"] and res.success is r["passing"] is False
+    assert res.metric == "context-similarity" and res.score == r["score"]
     assert "harmonic mean" in (res.reason or "") and "cosine" in (res.reason or "")
 
 
@@ -147,15 +153,17 @@ async def test_both_sides_zero_gives_zero(mode: str) -> None:
     assert r["query_context_similarity"]["score"] == pytest.approx(0.0, abs=1e-6)
     assert r["answer_context_similarity"]["score"] == pytest.approx(0.0, abs=1e-6)
     assert r["score"] == 0.0
-    assert r["passing"] is False
 
 
 @pytest.mark.parametrize(("threshold", "passing"), [(0.66, True), (2 / 3, True), (0.67, False)])
-async def test_passing_is_score_at_least_threshold(threshold: float, passing: bool) -> None:
+async def test_a_run_passes_an_item_at_a_score_of_its_threshold(
+    threshold: float, passing: bool
+) -> None:
     emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])  # score 2/3
-    res = await score(emb, threshold=threshold, query="q", generated_text="a", contexts=["c"])
-    assert res.details.passing is passing
-    assert res.success is passing
+    scorer = ContextSimilarityScorer(threshold=threshold)
+    run_ = await aevaluate([as_case("q", "a", ["c"])], [scorer], embedder=emb, progress=False)
+    [item] = run_.results
+    assert item.score == pytest.approx(2 / 3) and item.success is passing
 
 
 async def test_no_pass_mark_gives_no_verdict() -> None:
@@ -165,25 +173,24 @@ async def test_no_pass_mark_gives_no_verdict() -> None:
         {"q": [1.0, 0.0], "a": [1.0, 0.0], "c": [1.0, 0.0]},
         {"q": [1.0, 0.0], "a": [1.0, 0.0], "c": [0.0, 1.0]},
     ):
-        scorer = ContextSimilarityScorer()
-        res = await scorer.score(
-            {"query": "q", "generated_text": "a", "contexts": ["c"]},
-            Services(judge=None, embedder=fixed(**vectors)),
+        run_ = await aevaluate(
+            [as_case("q", "a", ["c"])],
+            [ContextSimilarityScorer()],
+            embedder=fixed(**vectors),
+            progress=False,
         )
-        assert res.score in (pytest.approx(1.0), pytest.approx(0.0, abs=1e-6))
-        assert res.success is None and res.details.passing is None
-        assert res.details.novastack()["passing"] is None
+        [item] = run_.results
+        assert item.score in (pytest.approx(1.0), pytest.approx(0.0, abs=1e-6))
+        assert item.success is None
 
 
 def test_constructor_validation() -> None:
     with pytest.raises(ValueError, match=r"'cosine', 'dot_product', 'euclidean'.*'manhattan'"):
         ContextSimilarityScorer(similarity_mode="manhattan")
-    with pytest.raises(ValueError, match=r"between 0\.0 and 1\.0"):
-        ContextSimilarityScorer(score_threshold=1.5)
-    with pytest.raises(TypeError, match="must be a number"):
-        ContextSimilarityScorer(score_threshold="0.5")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"threshold: Input should be less than or equal to 1"):
+        ContextSimilarityScorer(threshold=1.5)
     scorer = ContextSimilarityScorer()
-    assert (scorer.similarity_mode, scorer.score_threshold) == ("cosine", None)
+    assert (scorer.config.similarity_mode, scorer.threshold) == ("cosine", None)
     assert scorer.threshold is None and scorer.name == "context-similarity"
     assert scorer.score_is_probability is False
     assert scorer.embedder is None  # the run's embedder
@@ -192,7 +199,8 @@ def test_constructor_validation() -> None:
     class Mode(str, Enum):
         EUCLIDEAN = "euclidean"
 
-    assert ContextSimilarityScorer(Mode.EUCLIDEAN).similarity_mode == "euclidean"
+    euclidean = ContextSimilarityScorer(similarity_mode=Mode.EUCLIDEAN)
+    assert euclidean.config.similarity_mode == "euclidean"
 
 
 # --- input errors, blank contexts, zero vectors --------------------------------------------
@@ -203,6 +211,7 @@ async def test_missing_arguments_are_all_named(
     case: dict[str, object], named: list[str], not_named: list[str]
 ) -> None:
     emb = FakeEmbedder()
+    named = [n.replace("'query' (None)", "'query' (blank)") for n in named]  # a case's input
     with pytest.raises(ValueError) as info:
         await run(emb, **case)
     msg = str(info.value)
@@ -213,23 +222,23 @@ async def test_missing_arguments_are_all_named(
 
 def test_validation_errors_carry_the_where_prefix() -> None:
     with pytest.raises(ValueError, match=r"^cases\[2\]: missing required argument\(s\): 'query'"):
-        validate_similarity_case(None, "a", ["c"], where="cases[2]: ")
+        validate_similarity_case(None, "a", ["c"], where="cases[2]: ", names=NOVASTACK)
     valid = validate_similarity_case("q", "a", ["", "c", None])
     assert (valid.kept, valid.skipped) == ((1,), (0, 2))
 
 
-async def test_wrong_types_are_type_errors() -> None:
+def test_wrong_types_are_type_errors() -> None:
     with pytest.raises(TypeError, match="single str"):
-        await run(FakeEmbedder(), query="q", generated_text="a", contexts="one context")
+        validate_similarity_case("q", "a", "one context", names=NOVASTACK)
     with pytest.raises(TypeError, match=r"contexts\[1\]"):
-        await run(FakeEmbedder(), query="q", generated_text="a", contexts=["c", 3])
+        validate_similarity_case("q", "a", ["c", 3], names=NOVASTACK)
     with pytest.raises(TypeError, match="query must be a str, got int"):
-        await run(FakeEmbedder(), query=3, generated_text="a", contexts=["c"])
+        validate_similarity_case(3, "a", ["c"], names=NOVASTACK)
 
 
 async def test_blank_contexts_are_skipped_and_reported() -> None:
     emb = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c1=[1.0, 0.0], c2=HALF)
-    r = await run(emb, query="q", generated_text="a", contexts=["", "c1", "  \n", "c2", None])
+    r = await run(emb, query="q", generated_text="a", contexts=["", "c1", "  \n", "c2", ""])
     assert r["skipped_contexts"] == [0, 2, 4]
     assert r["query_context_similarity"]["contexts_score"] == [
         pytest.approx(1.0),
@@ -270,20 +279,20 @@ async def test_score_many_embeds_each_distinct_text_once_in_one_call() -> None:
         validate_similarity_case(c["query"], c["generated_text"], c["contexts"]) for c in cases
     ]
     emb = FakeEmbedder()
-    scorer = ContextSimilarityScorer()
+    scorer = ContextSimilarityScorer(names=NOVASTACK)
     results = await scorer.score_many(valid, emb)
     distinct = 7 + 40 + 11 + 40
     assert len(emb.calls) == 1
     assert set(emb.embedded.values()) == {1} and len(emb.embedded) == distinct
     single = Services(judge=None, embedder=FakeEmbedder(emb.vectors))
-    assert results == [(await scorer.score(c, single)).details for c in cases]
+    assert results == [(await scorer.score(as_case(**c), single)).details for c in cases]
     assert all(r.skipped_contexts == [3] for r in results)
 
 
 async def test_score_many_labels_name_the_text_in_errors() -> None:
     cases = [validate_similarity_case("q", "a", ["c"]), validate_similarity_case("q", "a", ["z"])]
     emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0], z=[0.0, 0.0])
-    scorer = ContextSimilarityScorer()
+    scorer = ContextSimilarityScorer(names=NOVASTACK)
     with pytest.raises(InvalidEmbeddingError, match=r"zero vector for cases\[1\]\.contexts\[0\]"):
         await scorer.score_many(cases, emb, labels=lambda i, field: f"cases[{i}].{field}")
     with pytest.raises(InvalidEmbeddingError, match=r"zero vector for contexts\[0\] \('z'\)"):
@@ -296,7 +305,7 @@ async def test_score_many_labels_name_the_text_in_errors() -> None:
 async def test_concurrent_score_on_one_object() -> None:
     emb = FakeEmbedder()
     scorer = ContextSimilarityScorer()
-    cases = make_cases(30)
+    cases = [as_case(**c) for c in make_cases(30)]
     services = Services(judge=None, embedder=emb)
     results = await asyncio.gather(*(scorer.score(c, services) for c in cases))
     assert len(emb.calls) == 30
@@ -305,21 +314,8 @@ async def test_concurrent_score_on_one_object() -> None:
         fresh = Services(judge=None, embedder=FakeEmbedder(emb.vectors))
         expected = (await ContextSimilarityScorer().score(case, fresh)).details
         assert res.details == expected
-        assert res.score == expected.score and res.success == expected.passing
+        assert res.score == expected.score
         assert res.metric == "context-similarity" and "harmonic mean" in (res.reason or "")
-
-
-async def test_score_reads_test_cases_mappings_and_objects() -> None:
-    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])
-    svc = Services(judge=None, embedder=emb)
-    scorer = ContextSimilarityScorer()
-    as_dict = await scorer.score({"query": "q", "generated_text": "a", "contexts": ["c"]}, svc)
-    as_obj = await scorer.score(SimpleNamespace(query="q", generated_text="a", contexts=["c"]), svc)
-    as_case = await scorer.score(
-        ModelTestCase(input="q", actual_output="a", retrieval_context=["c"]), svc
-    )
-    assert as_dict == as_obj == as_case
-    assert as_case.score == pytest.approx(2 / 3) and as_case.success is None  # no mark set
 
 
 async def test_runner_uses_the_run_embedder_and_records_failures() -> None:
@@ -336,7 +332,7 @@ async def test_runner_uses_the_run_embedder_and_records_failures() -> None:
     run = await aevaluate(cases, [ContextSimilarityScorer()], embedder=emb, progress=False)
     ok, zero = run.results
     assert ok.score == pytest.approx(2 / 3) and ok.success is None and not ok.failed
-    assert zero.failed and zero.score is None and "contexts[0]" in (zero.error or "")
+    assert zero.failed and zero.score is None and "retrieval_context[0]" in (zero.error or "")
     assert isinstance(zero.exception, InvalidEmbeddingError)
     assert run.summaries["context-similarity"].n_failed == 1
 

@@ -13,12 +13,13 @@ import pytest
 from contextlens.metrics.base import DATA_TAGS, DataBlocks, data_block
 from contextlens.metrics.chunks import Unit
 from contextlens.metrics.context import context_messages
-from contextlens.metrics.context_precision import PrecisionCase, precision_messages
+from contextlens.metrics.context_precision import precision_messages
 from contextlens.metrics.context_precision_ranked import RankedPrecisionMetric
 from contextlens.metrics.context_recall import ContextRecallMetric
 from contextlens.metrics.contextual_relevancy import relevancy_messages, statements_of
 from contextlens.metrics.faithfulness import FaithfulnessMetric
 from contextlens.schemas import Batch, Dataset
+from support.precision import precision_case
 
 
 def forgery(marks: list[str]) -> str:
@@ -76,7 +77,7 @@ def context_prompt(texts: dict[str, str]) -> list[dict]:
 
 
 def precision_prompt(texts: dict[str, str]) -> list[dict]:
-    case = PrecisionCase(
+    case = precision_case(
         input=texts["input"],
         output=texts["output"],
         expected_output=texts["expected"],
@@ -108,7 +109,7 @@ def units(texts: dict[str, str]) -> list[Unit]:
 
 def claims_prompt(metric, text_field: str):
     def build(texts: dict[str, str]) -> list[dict]:
-        return metric.check.messages(texts["input"], texts[text_field], units(texts))
+        return metric.messages(texts["input"], texts[text_field], units(texts))
 
     return build
 
@@ -210,7 +211,7 @@ def test_values_arrive_byte_for_byte_and_the_same_case_gives_the_same_prompt():
         block = data_block("output", value)
         mark = DataBlocks(value).mark
         assert block == f"<output_{mark}>\n{value}\n</output_{mark}>"
-        case = PrecisionCase(input=value, output=value, expected_output=value, context=[value])
+        case = precision_case(input=value, output=value, expected_output=value, context=[value])
         first, again = precision_messages(case, []), precision_messages(case, [])
         assert first == again
         user = first[1]["content"]

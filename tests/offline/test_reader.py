@@ -18,6 +18,7 @@ from contextlens.offline.reader_calibration import calibrated, calibration
 from contextlens.offline.routes import resolve_support_model
 from contextlens.offline.support import SupportItem, score_support, support_features
 from contextlens.offline.support_reader import score_support_reader, verdicts
+from contextlens.schemas import ModelTestCase
 
 CONTEXT = (
     "The Oberoi Group is a hotel company with its head office in Delhi. "
@@ -107,7 +108,7 @@ def test_the_reader_reads_a_changed_figure_against_its_evidence():
 
 def test_a_metric_takes_the_reader_as_an_option_and_says_which_model_read():
     services = Services(judge=None, embedder=default_embedder())
-    case = {"output": SUPPORTED, "context": [CONTEXT]}
+    case = ModelTestCase(input="", actual_output=SUPPORTED, context=[CONTEXT])
     by_default = asyncio.run(ContextPrecisionScorer().score(case, services))
     assert by_default.details.offline_model == "features"
     chosen = asyncio.run(ContextPrecisionScorer(support_model="reader").score(case, services))

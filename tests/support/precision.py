@@ -18,3 +18,13 @@ GOOD = "The library opens at 9am and closes at 6pm on weekdays. Members can borr
 def verdict(score, reason="r"):
     """A judge's reply: the verdict as JSON inside the default ```json fence."""
     return "```json\n" + json.dumps({"reason": reason, "score": score}) + "\n```"
+
+
+def precision_case(output=None, input="", expected_output="", context=()):
+    """A test case in Opik's terms: ``output`` is the answer, ``context`` the chunks."""
+    from contextlens.schemas import ModelTestCase
+
+    chunks = [context] if isinstance(context, str) else list(context)
+    return ModelTestCase(
+        input=input, actual_output=output, expected_output=expected_output, context=chunks
+    )

@@ -13,8 +13,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from contextlens.errors import InputError
+from contextlens.fields import unmet_requirement
 from contextlens.loaders import read_rows, test_case
-from contextlens.metrics.base import Metric, required_fields, unmet_requirement
+from contextlens.metrics.metric import Metric
 from contextlens.metrics.registry import key_of
 from contextlens.schemas import Batch, Dataset, ModelTestCase
 
@@ -137,7 +138,7 @@ def labelled_case(row: LabelledRow, metric: Metric[Any]) -> Any:
     if issubclass(kind, (ModelTestCase, Dataset)):
         case = test_case(fields, row.file, row.line)
         shaped = case if issubclass(kind, ModelTestCase) else session_of(case)
-        unmet = unmet_requirement(shaped, required_fields(metric), key_of(metric))
+        unmet = unmet_requirement(shaped, metric.requires, key_of(metric))
         if unmet is not None:
             raise InputError(unmet[1], file=row.file, line=row.line, field=unmet[0])
         return shaped

@@ -32,7 +32,8 @@ from contextlens.calibration.statistics import (
     roc_points,
     spearman,
 )
-from contextlens.metrics.base import Metric, pass_mark
+from contextlens.metrics.base import DEFAULT_PASS
+from contextlens.metrics.metric import Metric
 from contextlens.metrics.registry import key_of
 from contextlens.offline.routes import held_out_of
 from contextlens.runner import RunConfig, RunOptions, aevaluate, as_metric
@@ -42,7 +43,9 @@ __all__ = ["acalibrate", "calibrate"]
 
 
 def _threshold(metric: Metric[Any], threshold: float | None) -> float:
-    return float(threshold) if threshold is not None else pass_mark(metric)
+    if threshold is not None:
+        return float(threshold)
+    return metric.threshold if metric.threshold is not None else DEFAULT_PASS
 
 
 def _none(value: float) -> float | None:

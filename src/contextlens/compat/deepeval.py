@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from contextlens.compat.deepeval_template import ContextualRelevancyTemplate, relevancy_prompt
 from contextlens.compat.shell import Scored, judge_label, say, score_one
 from contextlens.errors import InputError, MetricComputationError
 from contextlens.judges.errors import user_errors
@@ -25,7 +26,6 @@ from contextlens.judges.resolve import as_backend
 from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
 from contextlens.metrics.contextual_relevancy import (
     ContextualRelevancyScorer,
-    ContextualRelevancyTemplate,
     RelevancyDetails,
     StatementVerdict,
 )
@@ -128,11 +128,12 @@ class ContextualRelevancyMetric:
         embedder: Any = None,
     ) -> None:
         judge = as_backend(model)
+        self._template = evaluation_template
         self.metric = ContextualRelevancyScorer(
-            threshold,
+            threshold=threshold,
             include_reason=include_reason,
             strict_mode=strict_mode,
-            evaluation_template=evaluation_template,
+            prompt=relevancy_prompt(evaluation_template),
             max_prompt_tokens=max_prompt_tokens,
             max_embed_tokens=max_embed_tokens,
             judge=judge,
@@ -160,11 +161,11 @@ class ContextualRelevancyMetric:
     # Configuration reads through to the metric it wraps.
     name = property(lambda self: self._name or self.metric.name)
     threshold = property(lambda self: self.metric.threshold)
-    include_reason = property(lambda self: self.metric.include_reason)
-    strict_mode = property(lambda self: self.metric.strict_mode)
-    evaluation_template = property(lambda self: self.metric.evaluation_template)
-    max_prompt_tokens = property(lambda self: self.metric.max_prompt_tokens)
-    max_embed_tokens = property(lambda self: self.metric.max_embed_tokens)
+    include_reason = property(lambda self: self.metric.config.include_reason)
+    strict_mode = property(lambda self: self.metric.config.strict_mode)
+    evaluation_template = property(lambda self: self._template)
+    max_prompt_tokens = property(lambda self: self.metric.config.max_prompt_tokens)
+    max_embed_tokens = property(lambda self: self.metric.config.max_embed_tokens)
     case_type = ModelTestCase
 
     @property

@@ -220,7 +220,7 @@ class Context:
         self.metrics: list[ContextMetric] = []
         judge = as_backend(model, use_structured_output=use_structured_output)
         self.metric = ContextAwareness(
-            self.statistical_mode,
+            statistical_mode=self.statistical_mode,
             judge=judge,
             fence=Fence(bos_json_clause, eos_json_clause),
             max_prompt_tokens=max_prompt_tokens,

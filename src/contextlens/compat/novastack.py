@@ -28,6 +28,7 @@ from contextlens.embeddings.minilm import default_embedder
 from contextlens.metrics.base import DEFAULT_MAX_EMBED_TOKENS
 from contextlens.metrics.context_similarity import (
     ContextSimilarityScorer,
+    SideSimilarity,
     SimilarityDetails,
     SimilarityModeName,
     validate_similarity_case,
@@ -97,8 +98,12 @@ class HuggingFaceEmbedding:
         return self.embed_text([text])[0]
 
 
+#: novastack's names of the three texts.
+_NAMES = ("query", "generated_text", "contexts")
+
+
 def _case(query: Any, answer: Any, contexts: Any, where: str = "") -> ModelTestCase:
-    valid = validate_similarity_case(query, answer, contexts, where)
+    valid = validate_similarity_case(query, answer, contexts, where, _NAMES)
     return ModelTestCase(
         input=valid.query, actual_output=valid.answer, retrieval_context=list(valid.contexts)
     )
@@ -113,10 +118,42 @@ def _field(raw: Any, name: str) -> Any:
 
 
 def _novastack(item: ItemResult) -> dict[str, Any]:
-    """novastack's result dict of a scored item."""
+    """novastack's result dict of a scored item (``passing``: the run's verdict)."""
     details = item.details
     assert isinstance(details, SimilarityDetails)
-    return details.novastack()
+    return result_dict(details, item.success)
+
+
+def result_dict(details: SimilarityDetails, passing: bool | None) -> dict[str, Any]:
+    """novastack's result dict: both sides, ``score``, ``passing`` (None without a pass
+    mark), and ``skipped_contexts`` only when some were skipped."""
+    out: dict[str, Any] = {
+        "query_context_similarity": _side(details.query_context_similarity),
+        "answer_context_similarity": _side(details.answer_context_similarity),
+        "score": details.score,
+        "passing": passing,
+    }
+    if details.skipped_contexts:
+        out["skipped_contexts"] = list(details.skipped_contexts)
+    return out
+
+
+def _checked_threshold(value: Any) -> float | None:
+    """``score_threshold`` as a number in [0, 1] (None: none); TypeError / ValueError
+    naming it else."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"score_threshold must be a number, got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"score_threshold must be between 0.0 and 1.0, got {value}")
+    return float(value)
+
+
+def _side(side: SideSimilarity | None) -> dict[str, Any] | None:
+    if side is None:
+        return None
+    return {"contexts_score": list(side.contexts_score), "score": side.score}
 
 
 def _raise_failure(item: ItemResult, where: str = "") -> None:
@@ -166,16 +203,20 @@ class ContextSimilarityEvaluator:
         self.batch_size = batch_size
         embedder = None if embed_model is None else as_embedder(embed_model, max_texts=batch_size)
         self.metric = ContextSimilarityScorer(
-            similarity_mode, score_threshold, embedder=embedder, max_embed_tokens=max_embed_tokens
+            similarity_mode=similarity_mode,
+            threshold=_checked_threshold(score_threshold),
+            names=_NAMES,
+            embedder=embedder,
+            max_embed_tokens=max_embed_tokens,
         )
 
     name = property(lambda self: self.metric.name)
-    similarity_mode = property(lambda self: self.metric.similarity_mode)
+    similarity_mode = property(lambda self: self.metric.config.similarity_mode)
 
     @property
     def score_threshold(self) -> float:
         """The pass mark given, else novastack's default (0.8), which is then not applied."""
-        given = self.metric.score_threshold
+        given = self.metric.threshold
         return NOVASTACK_THRESHOLD if given is None else given
 
     def __repr__(self) -> str:
@@ -183,7 +224,7 @@ class ContextSimilarityEvaluator:
         return (
             f"ContextSimilarityEvaluator(embed_model={embedder!r}, "
             f"similarity_mode={self.similarity_mode!r}, "
-            f"score_threshold={self.metric.score_threshold})"
+            f"score_threshold={self.metric.threshold})"
         )
 
     def evaluate(

@@ -166,7 +166,7 @@ class ContextPrecision:
     @property
     def few_shot_examples(self) -> list[dict[str, Any]]:
         """The examples in use, as Opik's list of dicts (a fresh copy)."""
-        return _as_dicts(self.metric.few_shot_examples)
+        return _as_dicts(self.metric.config.few_shot_examples)
 
     def __repr__(self) -> str:
         return f"ContextPrecision(name={self.name!r}, judge={self.judge_name!r})"

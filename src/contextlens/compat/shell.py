@@ -10,7 +10,7 @@ from typing import Any
 from contextlens.engine.accounting import Counts
 from contextlens.judges.base import Judge
 from contextlens.judges.spec import is_offline
-from contextlens.metrics.base import Metric
+from contextlens.metrics.metric import Metric
 from contextlens.results import ItemResult
 from contextlens.runner import aevaluate
 

@@ -26,7 +26,7 @@ __all__ = [
     "DEFAULT_REPLY_TOKENS",
     "LENIENT",
     "SCORE_ANCHORS",
-    "Score",
+    "AnchoredScore",
     "Verdict",
     "field_line",
     "reply_token_budget",
@@ -42,7 +42,7 @@ SCORE_ANCHORS: tuple[float, ...] = tuple(round(i / 10, 1) for i in range(11))
 
 #: A judge's score: any number in [0, 1] validates; the wire schema offers the anchors only,
 #: so a constrained decoder cannot produce 2.5.
-Score = Annotated[
+AnchoredScore = Annotated[
     float,
     Field(ge=0.0, le=1.0, allow_inf_nan=False),
     WithJsonSchema({"type": "number", "enum": list(SCORE_ANCHORS), "description": "0.0 to 1.0"}),

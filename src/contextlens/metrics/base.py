@@ -1,5 +1,6 @@
-"""What every metric is and is given: the :class:`Metric` protocol, :class:`Services`, how
-prompts are built, and the size limits of what a metric sends to a judge or an embedder."""
+"""What every metric is given and shares: :class:`Services`, how prompts are built, and the
+size limits of what a metric sends to a judge or an embedder (the contract itself is
+:mod:`contextlens.metrics.metric`)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,18 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from contextlens.backend import Message
 from contextlens.errors import JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judge
 from contextlens.judges.parsing import format_instructions
-from contextlens.schemas import MetricDetails, MetricResult
+from contextlens.schemas import MetricDetails
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from contextlens.embeddings.base import Embedder
-
-C = TypeVar("C", contravariant=True)
 
 #: The pass mark of a metric that has no threshold of its own (scores are probabilities).
 DEFAULT_PASS = 0.5
@@ -47,126 +46,6 @@ class Services:
 
     judge: Judge | None
     embedder: Embedder
-
-
-@runtime_checkable
-class Metric(Protocol[C]):
-    """A metric: configuration plus one stateless coroutine.
-
-    ``name`` keys its results; ``case_type`` is the kind of case it scores (a
-    :class:`~contextlens.schemas.Dataset` session or a
-    :class:`~contextlens.schemas.ModelTestCase`). ``score`` may be called by many tasks at
-    once on the same object; it returns a result and changes nothing on ``self``. A result
-    that could not be computed has ``error`` set and no score.
-
-    Optional attributes: ``judge`` and ``embedder``, the metric's own (anything
-    :func:`contextlens.judges.as_backend` and :func:`contextlens.embeddings.as_embedder`
-    take; unset or None: the run's); ``threshold``, its pass mark (unset or None:
-    :data:`DEFAULT_PASS`, or no pass mark at all with ``score_is_probability = False``);
-    ``uses_judge = False`` for a metric that never asks a judge (it
-    is then given none); ``requires``, the case fields it needs, each a name or a tuple of
-    alternatives (a case without one is refused before scoring). Read them with
-    :func:`own_judge`, :func:`own_embedder`, :func:`own_threshold` / :func:`pass_mark`,
-    :func:`uses_judge` and :func:`required_fields`.
-    """
-
-    name: str
-    case_type: type
-
-    async def score(self, case: C, services: Services) -> MetricResult: ...
-
-
-def own_judge(metric: Metric[Any]) -> Any:
-    """The metric's own judge (``"offline"`` included), or None to take the run's."""
-    return getattr(metric, "judge", None)
-
-
-def uses_judge(metric: Metric[Any]) -> bool:
-    """Whether the metric may ask a judge (only embeddings otherwise)."""
-    return bool(getattr(metric, "uses_judge", True))
-
-
-def own_embedder(metric: Metric[Any]) -> Any:
-    """The metric's own embedder, or None to take the run's."""
-    return getattr(metric, "embedder", None)
-
-
-def own_threshold(metric: Metric[Any]) -> float | None:
-    """The metric's own pass mark (its ``threshold``), or None when it has none."""
-    value = getattr(metric, "threshold", None)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def pass_mark(metric: Metric[Any]) -> float:
-    """The score at or above which an item passes: the metric's own threshold, else
-    :data:`DEFAULT_PASS`."""
-    own = own_threshold(metric)
-    return DEFAULT_PASS if own is None else own
-
-
-def run_pass_mark(metric: Metric[Any]) -> float | None:
-    """The pass mark a run holds the metric to when none is given for it: its own
-    threshold; else :data:`DEFAULT_PASS` for a score that is a probability, and None (no
-    verdict, no pass rate) for one that is not (``score_is_probability = False``: a
-    similarity, whose level is the embedder's)."""
-    own = own_threshold(metric)
-    if own is not None:
-        return own
-    return DEFAULT_PASS if getattr(metric, "score_is_probability", True) else None
-
-
-#: One field a metric requires: a case field's name, or alternatives of which one is needed.
-Requirement = str | tuple[str, ...]
-
-
-def as_requires(requires: Any) -> tuple[Requirement, ...]:
-    """``requires`` as a tuple of field names and tuples of alternatives (TypeError else)."""
-    out: list[Requirement] = []
-    for need in () if requires is None else requires:
-        options = (need,) if isinstance(need, str) else tuple(need) if _many(need) else ()
-        if not options or not all(isinstance(o, str) and o for o in options):
-            raise TypeError(
-                f"requires: each entry is a field name or a tuple of field names, got {need!r}"
-            )
-        out.append(options[0] if isinstance(need, str) else options)
-    return tuple(out)
-
-
-def _many(value: Any) -> bool:
-    return isinstance(value, (list, tuple))
-
-
-def required_fields(metric: Metric[Any]) -> tuple[Requirement, ...]:
-    """The case fields ``metric`` requires (its ``requires``); none when it declares none."""
-    return as_requires(getattr(metric, "requires", ()))
-
-
-def _given(value: Any) -> bool:
-    if isinstance(value, str):
-        return bool(value.strip())
-    return value is not None  # an empty list is given: it says there is nothing
-
-
-def unmet_requirement(
-    case: Any, requires: tuple[Requirement, ...], metric: str
-) -> tuple[str, str] | None:
-    """The first of ``requires`` that ``case`` (a model or a mapping) does not meet, as
-    ``(field, message)``; None when it meets them all. A field is given when it is neither
-    null nor blank text (an empty list is given: the metric scores what it says)."""
-    for need in requires:
-        options = (need,) if isinstance(need, str) else need
-        get = case.get if isinstance(case, Mapping) else lambda o: getattr(case, o, None)
-        values = [get(o) for o in options]
-        if any(_given(v) for v in values):
-            continue
-        if len(options) > 1:
-            names = ", ".join(repr(o) for o in options)
-            return options[0], f"metric {metric!r} requires one of {names}; none is given"
-        state = "missing" if values[0] is None else "empty"
-        return options[0], f"metric {metric!r} requires {options[0]!r}, which is {state}"
-    return None
 
 
 @cache
@@ -271,7 +150,12 @@ DEFAULT_MAX_EMBED_TOKENS = 50_000
 
 
 class OverBudget(Exception):
-    """A judge prompt over its metric's budget: it is not sent; ``str()`` says why."""
+    """A prompt or a text over its metric's limit: it is not sent; ``str()`` says why and
+    ``limit`` names the setting (``max_prompt_tokens``, ``max_embed_tokens``)."""
+
+    def __init__(self, message: str | None, limit: str | None = "max_prompt_tokens") -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 def text_tokens(text: str) -> int:

@@ -25,13 +25,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from contextlens.embeddings.base import Embedder, embed_distinct
+from contextlens.metrics.config import SupportConfig
 
 __all__ = [
     "DEFAULT_DUPLICATE_THRESHOLD",
     "ChunkOptions",
+    "ChunkedConfig",
     "DuplicateGroup",
     "Unit",
     "chunk_units",
@@ -85,6 +87,24 @@ class ChunkOptions:
         if self.duplicate_threshold is not None:
             return float(self.duplicate_threshold)
         return DEFAULT_DUPLICATE_THRESHOLD if self.merge_duplicates else None
+
+
+class ChunkedConfig(SupportConfig):
+    """A metric that reads the retrieved chunks one by one: near-duplicates are reported
+    from a cosine of ``duplicate_threshold`` (None: not looked for) and, with
+    ``merge_duplicates``, scored as one chunk."""
+
+    duplicate_threshold: float | None = None
+    merge_duplicates: bool = False
+
+    @model_validator(mode="after")
+    def _valid_options(self) -> ChunkedConfig:
+        ChunkOptions(self.duplicate_threshold, self.merge_duplicates)
+        return self
+
+    @property
+    def chunk_options(self) -> ChunkOptions:
+        return ChunkOptions(self.duplicate_threshold, self.merge_duplicates)
 
 
 async def duplicate_groups(

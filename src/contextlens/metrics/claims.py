@@ -30,9 +30,8 @@ needs a judge"``: the English reader would only guess.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 from typing import Any, ClassVar, Literal
 
@@ -41,39 +40,35 @@ from pydantic import BaseModel, Field, create_model
 
 from contextlens.backend import Message
 from contextlens.embeddings.base import Embedder, embed_distinct
-from contextlens.errors import JudgeError
-from contextlens.judges.base import Reply
+from contextlens.errors import InputError
+from contextlens.judges.base import Judge, Reply
 from contextlens.judges.schema import Verdict, text_field
 from contextlens.metrics.base import (
     DataBlocks,
+    OverBudget,
     ReaderDetails,
     Services,
     build_messages,
     prompt_over_budget,
-    raw_reply,
     too_long,
 )
 from contextlens.metrics.calls import chunk_blocks, token_usage
-from contextlens.metrics.chunks import ChunkOptions, DuplicateGroup, Unit, chunk_units
+from contextlens.metrics.chunks import ChunkedConfig, DuplicateGroup, Unit, chunk_units
+from contextlens.metrics.config import SUPPORT_FILES
+from contextlens.metrics.metric import Metric, Score
 from contextlens.offline.abstention import KINDS, NO_CLAIM, abstention
 from contextlens.offline.language import Unread, language_of, unread_texts
-from contextlens.offline.routes import (
-    DEFAULT_SUPPORT_MODEL,
-    Route,
-    SupportModel,
-    support_route,
-    support_scorer,
-)
+from contextlens.offline.routes import support_route, support_scorer
 from contextlens.offline.support import SupportItem
 from contextlens.offline.text import sentences
-from contextlens.schemas import MetricResult
-
-log = logging.getLogger("contextlens.claims")
+from contextlens.schemas import ModelTestCase
 
 __all__ = [
-    "ClaimCheck",
+    "ClaimConfig",
+    "ClaimMetric",
     "ClaimVerdict",
     "ClaimsDetails",
+    "case_chunks",
     "claims_schema",
 ]
 
@@ -148,21 +143,49 @@ def _max_claims(text: str) -> int:
     return max(6, 2 * len(sentences(text)) + 2)
 
 
-@dataclass(frozen=True)
-class ClaimCheck:
-    """How one metric checks one text's claims: its prompts, what the text is called, the
-    limits, the near-duplicate options and the offline support model of English texts."""
+def case_chunks(case: ModelTestCase, metric: str) -> list[tuple[int, str]]:
+    """The non-blank retrieved chunks of ``case`` with their index; InputError without any
+    ``retrieval_context``."""
+    if case.retrieval_context is None:
+        raise InputError(f"{metric} needs the retrieved chunks", field="retrieval_context")
+    return [(i, t) for i, t in enumerate(case.retrieval_context) if t and t.strip()]
 
-    system_prompt: str
-    user_prompt: str
-    text_tag: str  # the data block of the text: "answer" or "reference"
-    text_name: str  # in reasons: "the answer", "the reference answer"
-    text_field: str  # the case field: "actual_output" or "expected_output"
-    max_prompt_tokens: int
-    max_embed_tokens: int
-    chunks: ChunkOptions
-    details: type[ClaimsDetails] = ClaimsDetails
-    support_model: SupportModel = DEFAULT_SUPPORT_MODEL
+
+class ClaimConfig(ChunkedConfig):
+    """A claim metric's settings: the pass mark (default 0.5), the size limits, the
+    near-duplicate options, the offline support model, its own judge and embedder.
+
+    ``max_prompt_tokens``: the prompt budget of the judge call (characters / 4); a case over
+    it fails with its size and is not sent. ``max_embed_tokens``: the longest text embedded
+    (characters / 4): offline, the text and each chunk; with a judge, each chunk when
+    near-duplicates are looked for."""
+
+    threshold: float | None = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
+
+
+class ClaimMetric(Metric[ModelTestCase]):
+    """Share of one text's claims that the retrieved chunks support.
+
+    Settings: :class:`ClaimConfig`. Each subclass names its prompts (``prompt``), the case
+    field whose claims it checks (``text_field``), how the text is shown to the judge
+    (``text_tag``) and named in reasons (``text_name``), and the error of a case without it.
+    """
+
+    case_type = ModelTestCase
+    details_type: ClassVar[type[ClaimsDetails]] = ClaimsDetails
+    config_type = ClaimConfig
+    offline_models = SUPPORT_FILES
+    prompt: ClassVar[str]  # the prompt files are ``{prompt}_system.md`` and ``{prompt}_user.md``
+    text_field: ClassVar[str]  # the case field whose claims are checked
+    text_tag: ClassVar[str]  # the data block of the text in the prompt
+    text_name: ClassVar[str]  # the text in reasons: "the answer"
+    missing: ClassVar[str]  # the error of a case without the text
+    config: ClaimConfig
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "prompt" in cls.__dict__:
+            cls.prompts = (f"{cls.prompt}_system.md", f"{cls.prompt}_user.md")
 
     def messages(self, question: str, text: str, units: Sequence[Unit]) -> list[Message]:
         """The judge prompt: instructions, then the question, the text and the chunks."""
@@ -170,96 +193,37 @@ class ClaimCheck:
         texts = [u.text for u in units]
         block = DataBlocks(question, text, *texts)
         return build_messages(
-            self.system_prompt,
-            self.user_prompt,
+            f"{self.prompt}_system.md",
+            f"{self.prompt}_user.md",
             schema,
             input=block("input", question),
             text=block(self.text_tag, text),
             chunks=chunk_blocks(texts, block),
         )
 
-    async def score(
-        self, name: str, question: str, text: str, chunks: list[tuple[int, str]], services: Services
-    ) -> MetricResult:
-        """The result of one case: ``chunks`` are (index in retrieval_context, text)."""
-        judge_name = "offline" if services.judge is None else services.judge.name
-        method: Literal["judge", "offline"] = "offline" if services.judge is None else "judge"
-        embedded = [(f"retrieval_context[{i}]", t) for i, t in chunks]
-        if services.judge is None:
-            embedded.insert(0, (f"the {self.text_field}", text))
-        elif self.chunks.threshold is None:
-            embedded = []  # with a judge, only near-duplicate detection embeds
-        too_big = too_long(embedded, self.max_embed_tokens)
-        if too_big is not None:
-            details = self.details(
-                method=method, judge=judge_name, max_embed_tokens=self.max_embed_tokens
-            )
-            return MetricResult(metric=name, score=None, error=too_big, details=details)
-        units, groups = await chunk_units(chunks, self.chunks, services.embedder)
+    async def judged(self, case: ModelTestCase, judge: Judge, services: Services) -> Score:
+        question, text, chunks = self._read(case)
+        method: Literal["judge"] = "judge"
+        if self.config.chunk_options.threshold is not None:
+            self._check_sizes([(f"retrieval_context[{i}]", t) for i, t in chunks])
+        units, groups = await chunk_units(chunks, self.config.chunk_options, services.embedder)
         if not units:
-            details = self.details(method=method, judge=judge_name, duplicates=groups)
-            why = "There are no retrieved chunks: none of its claims can be supported."
-            return self._result(name, [], details, f"{self.text_name.capitalize()}: {why}")
-        if services.judge is None:
-            return await self._offline(
-                name, question, text, chunks, units, groups, services.embedder
-            )
-        return await self._judged(name, question, text, units, groups, services)
-
-    def abstains(
-        self, name: str, kind: str, details: ClaimsDetails, note: str | None
-    ) -> MetricResult:
-        """The result of a text that makes no checkable claim: not applicable, never 0."""
-        what = "" if kind == NO_CLAIM else f" ({KINDS[kind]})"
-        why = (
-            f"{self.text_name.capitalize()} makes no checkable claim{what}: there is nothing "
-            "to check against the retrieved chunks."
-        )
-        return MetricResult.not_applying(
-            name,
-            f"not applicable: {self.text_name} abstains",
-            why if note is None else f"{why} ({note})",
-            details.model_copy(update={"abstention": kind}),
-        )
-
-    # --- judge ----------------------------------------------------------------------------
-
-    async def _judged(
-        self,
-        name: str,
-        question: str,
-        text: str,
-        units: list[Unit],
-        groups: list[DuplicateGroup] | None,
-        services: Services,
-    ) -> MetricResult:
-        assert services.judge is not None
-        judge = services.judge.name
+            return self._no_chunks(self.details_type(method=method, duplicates=groups))
         messages = self.messages(question, text, units)
-        too_big = prompt_over_budget(messages, self.max_prompt_tokens)
+        too_big = prompt_over_budget(messages, self.config.max_prompt_tokens)
         if too_big is not None:
-            details = self.details(
-                method="judge", judge=judge, max_prompt_tokens=self.max_prompt_tokens
-            )
-            return MetricResult(metric=name, score=None, error=too_big, details=details)
-        schema = claims_schema(len(units), _max_claims(text))
-        try:
-            judgement = await services.judge.judge(messages, schema)
-        except JudgeError as exc:
-            log.debug("%s: judge failed: %s", name, exc)
-            details = self.details(method="judge", judge=judge, raw_reply=raw_reply(exc))
-            return MetricResult(metric=name, score=None, error=str(exc), details=details)
+            raise OverBudget(too_big)
+        judgement = await judge.judge(messages, claims_schema(len(units), _max_claims(text)))
         out: Any = judgement.output
-        details = self.details(
-            method="judge",
-            judge=judge,
+        details = self.details_type(
+            method=method,
             duplicates=groups,
             usage=token_usage(judgement.usage),
             attempts=judgement.attempts,
             latency=judgement.latency,
         )
         if not out.claims:
-            return self.abstains(name, NO_CLAIM, details, "the judge listed none")
+            return self.abstains(NO_CLAIM, details, "the judge listed none")
         verdicts = [
             ClaimVerdict(
                 claim=c.claim,
@@ -269,39 +233,34 @@ class ClaimCheck:
             )
             for c in out.claims
         ]
-        return self._result(name, verdicts, details, None)
+        return self._result(verdicts, details, None)
 
-    # --- offline --------------------------------------------------------------------------
-
-    async def _offline(
-        self,
-        name: str,
-        question: str,
-        text: str,
-        chunks: list[tuple[int, str]],
-        units: list[Unit],
-        groups: list[DuplicateGroup] | None,
-        embedder: Embedder,
-    ) -> MetricResult:
+    async def offline(self, case: ModelTestCase, services: Services) -> Score:
+        question, text, chunks = self._read(case)
         named = [(f"retrieval_context[{i}]", t) for i, t in chunks]
+        self._check_sizes([(f"the {self.text_field}", text), *named])
+        units, groups = await chunk_units(chunks, self.config.chunk_options, services.embedder)
+        if not units:
+            return self._no_chunks(self.details_type(method="offline", duplicates=groups))
         unread = unread_texts([(self.text_name, text), ("the input", question), *named])
         cannot = self._unreadable(unread, named)
-        route = support_route(not cannot, self.support_model, name)
+        route = support_route(not cannot, self.config.support_model, self.name)
         if unread:
-            route = replace(route, note=unread.note(name, route.reader == "multilingual"))
-        reader = self.details(method="offline", judge="offline", duplicates=groups).model_copy(
+            route = replace(route, note=unread.note(self.name, route.reader == "multilingual"))
+        reader = self.details_type(method="offline", duplicates=groups).model_copy(
             update=route.details
         )
         kind = abstention(text)
         if kind is not None:
-            return self.abstains(name, kind, reader, route.note)
+            return self.abstains(kind, reader, route.note)
         if cannot and route.reader != "multilingual":
-            return self._needs_judge(name, unread, route, reader)
-        evidence = [u.text for u in units]
-        scorer = support_scorer(route, embedder)
-        [found] = await scorer([SupportItem(text, evidence, question=question)])
+            return Score.not_applying(
+                unread.needs_judge(), f"Not scored offline: {route.note}.", reader
+            )
+        scorer = support_scorer(route, services.embedder)
+        [found] = await scorer([SupportItem(text, [u.text for u in units], question=question)])
         claims = found.claims
-        closest = await _closest_units([c.sentence for c in claims], units, embedder)
+        closest = await _closest_units([c.sentence for c in claims], units, services.embedder)
         verdicts = [
             ClaimVerdict(
                 claim=c.sentence,
@@ -313,18 +272,45 @@ class ClaimCheck:
             for c, unit in zip(claims, closest, strict=True)
         ]
         if not claims:
-            return self.abstains(name, NO_CLAIM, reader, route.note)
-        details = reader.model_copy(update={"claims": verdicts})
+            return self.abstains(NO_CLAIM, reader, route.note)
         score = float(np.mean([c.support for c in claims]))
         return self._result(
-            name,
             verdicts,
-            details,
+            reader,
             route.noted(
                 "(Offline estimate: the mean probability that a claim is supported, from the "
                 "support model of the context metric.)"
             ),
             score=round(score, 6),
+        )
+
+    def _read(self, case: ModelTestCase) -> tuple[str, str, list[tuple[int, str]]]:
+        """The case's question, text and non-blank chunks; InputError without the text."""
+        text = (getattr(case, self.text_field) or "").strip()
+        if not text:
+            raise InputError(self.missing, field=self.text_field)
+        return case.input or "", text, case_chunks(case, self.name)
+
+    def _check_sizes(self, texts: list[tuple[str, str]]) -> None:
+        too_big = too_long(texts, self.config.max_embed_tokens)
+        if too_big is not None:
+            raise OverBudget(too_big, "max_embed_tokens")
+
+    def _no_chunks(self, details: ClaimsDetails) -> Score:
+        why = "There are no retrieved chunks: none of its claims can be supported."
+        return self._result([], details, f"{self.text_name.capitalize()}: {why}")
+
+    def abstains(self, kind: str, details: ClaimsDetails, note: str | None) -> Score:
+        """The score of a text that makes no checkable claim: not applicable, never 0."""
+        what = "" if kind == NO_CLAIM else f" ({KINDS[kind]})"
+        why = (
+            f"{self.text_name.capitalize()} makes no checkable claim{what}: there is nothing "
+            "to check against the retrieved chunks."
+        )
+        return Score.not_applying(
+            f"not applicable: {self.text_name} abstains",
+            why if note is None else f"{why} ({note})",
+            details.model_copy(update={"abstention": kind}),
         )
 
     def _unreadable(self, unread: Unread, chunks: Sequence[tuple[str, str]]) -> bool:
@@ -335,25 +321,14 @@ class ClaimCheck:
         told = [what for what, t in chunks if language_of(t) is not None]
         return bool(told) and all(unread.has(what) for what in told)
 
-    def _needs_judge(
-        self, name: str, unread: Unread, route: Route, details: ClaimsDetails
-    ) -> MetricResult:
-        """The result of a case the offline reader cannot read: not applicable, with why."""
-        return MetricResult.not_applying(
-            name, unread.needs_judge(), f"Not scored offline: {route.note}.", details
-        )
-
-    # --- the result -----------------------------------------------------------------------
-
     def _result(
         self,
-        name: str,
         verdicts: list[ClaimVerdict],
         details: ClaimsDetails,
         note: str | None,
         *,
         score: float | None = None,
-    ) -> MetricResult:
+    ) -> Score:
         supported = sum(v.verdict == "yes" for v in verdicts)
         total = len(verdicts)
         if score is None:
@@ -367,7 +342,7 @@ class ClaimCheck:
                 f"{supported} of {total} claim(s) of {self.text_name} supported by the retrieved "
                 f"chunks.{_unsupported(verdicts)}" + (f" {note}" if note else "")
             )
-        return MetricResult(metric=name, score=score, reason=reason, details=details)
+        return Score(score, reason, details)
 
 
 def _unsupported(verdicts: Sequence[ClaimVerdict], shown: int = 3) -> str:

@@ -28,38 +28,30 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from contextlens.backend import Message
 from contextlens.errors import JudgeError
-from contextlens.judges.base import DEFAULT_FENCE, Fence, Reply
-from contextlens.judges.schema import Score, text_field
+from contextlens.judges.base import DEFAULT_FENCE, Fence, Judge, Reply
+from contextlens.judges.schema import AnchoredScore, text_field
 from contextlens.metrics.base import (
-    DEFAULT_MAX_EMBED_TOKENS,
-    DEFAULT_MAX_PROMPT_TOKENS,
     DataBlocks,
     ReaderDetails,
     Services,
     build_messages,
     prompt_over_budget,
     raw_reply,
-    size_limit,
     too_long,
 )
+from contextlens.metrics.config import SUPPORT_FILES, SupportConfig
+from contextlens.metrics.metric import Metric, Score, ScoreFailed
 from contextlens.metrics.registry import metric
 from contextlens.offline.abstention import KINDS, abstention
 from contextlens.offline.language import Unread, unread_texts
-from contextlens.offline.routes import (
-    Route,
-    SupportModel,
-    reader_details,
-    resolve_support_model,
-    support_route,
-    support_scorer,
-)
+from contextlens.offline.routes import Route, reader_details, support_route, support_scorer
 from contextlens.offline.support import SupportItem, SupportResult
 from contextlens.redact import logger
-from contextlens.schemas import Batch, Dataset, MetricResult
+from contextlens.schemas import Batch, Dataset
 from contextlens.stats import BayesianMode, StatisticalMode, resolve_weights
 
 log = logger("contextlens.context")
@@ -69,6 +61,7 @@ ABSTAINS = "not applicable: the answer abstains"
 
 __all__ = [
     "ContextAwareness",
+    "ContextConfig",
     "ContextDetails",
     "ContextVerdict",
     "Interaction",
@@ -80,7 +73,7 @@ class ContextVerdict(Reply):
     """What the judge returns for one interaction."""
 
     reason: str = text_field("one or two sentences naming any deviation from the context", 400)
-    score: Score
+    score: AnchoredScore
 
 
 class Interaction(BaseModel):
@@ -143,6 +136,32 @@ def context_messages(session: Dataset, batch: Batch, fence: Fence = DEFAULT_FENC
     )
 
 
+class ContextConfig(SupportConfig):
+    """The context metric's settings.
+
+    ``statistical_mode``: the session's interval (None: ``BayesianMode()``;
+    ``FrequentistMode()`` gives none). ``fence``: where the judge is asked to put its JSON
+    reply. ``max_prompt_tokens``: the prompt budget of one interaction's judge call
+    (characters / 4); an interaction over it fails with its size and is not sent.
+    ``max_embed_tokens``: offline, the longest text embedded (characters / 4); an
+    interaction with a longer reply, context, reference reply, observation or query fails
+    with its size. ``support_model``: offline, the faithfulness model of English replies.
+    An interaction whose reply or context is not in English (the session's ``language``,
+    or the text as read) is "not applicable: needs a judge" offline, naming the texts (its
+    reason and ``details.language``); it is read with the multilingual embedder only when
+    that extra and the models fitted for it are both installed
+    (:mod:`~contextlens.offline.routes`).
+    """
+
+    statistical_mode: StatisticalMode = Field(default_factory=BayesianMode)
+    fence: Fence = DEFAULT_FENCE
+
+    @field_validator("statistical_mode", mode="before")
+    @classmethod
+    def _mode(cls, value: Any) -> Any:
+        return BayesianMode() if value is None else value
+
+
 @metric(
     "context",
     aliases=("Context", "ContextAwareness", "context_awareness"),
@@ -158,89 +177,45 @@ def context_messages(session: Dataset, batch: Batch, fence: Fence = DEFAULT_FENC
     ),
     requires=("session_id", "assistant_id", "context", "conversation"),
 )
-class ContextAwareness:
+class ContextAwareness(Metric[Dataset]):
     """Context awareness per session: weighted mean of how well each reply follows the context.
 
-    Args:
-        statistical_mode: the session's interval (default ``BayesianMode()``;
-            ``FrequentistMode()`` gives none).
-        judge: this metric's own judge (None: the run's).
-        fence: where the judge is asked to put its JSON reply.
-        max_prompt_tokens: the prompt budget of one interaction's judge call (characters /
-            4); an interaction over it fails with its size and is not sent.
-        max_embed_tokens: offline, the longest text embedded (characters / 4); an
-            interaction with a longer reply, context, reference reply, observation or query
-            fails with its size.
-        support_model: offline, the faithfulness model of English replies: ``"features"``
-            (the default) or ``"reader"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default
-            of :mod:`contextlens.offline.routes`), settled when the metric is made. An
-            interaction whose reply or context is not in English (the session's
-            ``language``, or the text as read) is "not applicable: needs a judge" offline,
-            naming the texts (its reason and ``details.language``); it is read with the
-            multilingual embedder only when that extra and the models fitted for it are
-            both installed (:mod:`~contextlens.offline.routes`).
-        label: tells this instance apart from others of the same metric in a run (its
-            results go by ``NAME:LABEL``); None: the metric's name alone.
+    Settings: :class:`ContextConfig`.
     """
 
     case_type = Dataset
     details_type = ContextDetails
+    config_type = ContextConfig
+    prompts = ("context_system.md", "context_user.md")
+    offline_models = SUPPORT_FILES
+    config: ContextConfig
 
-    def __init__(
-        self,
-        statistical_mode: StatisticalMode | None = None,
-        *,
-        judge: Any = None,
-        fence: Fence = DEFAULT_FENCE,
-        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
-        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
-        support_model: SupportModel | None = None,
-        label: str | None = None,
-    ) -> None:
-        self.support_model: SupportModel = resolve_support_model(support_model)
-        self.statistical_mode = statistical_mode or BayesianMode()
-        self.judge = judge
-        self.fence = fence
-        self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
-        self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
-        self.label = label
-
-    def __repr__(self) -> str:
-        return (
-            f"ContextAwareness(label={self.label!r}, statistical_mode={self.statistical_mode!r}, "
-            f"support_model={self.support_model!r})"
+    async def judged(self, case: Dataset, judge: Judge, services: Services) -> Score:
+        """Every interaction of the session ``case`` judged, then aggregated."""
+        weights = self._weights(case)
+        found = await asyncio.gather(
+            *(self._interaction(case, b, judge) for b in case.conversation)
         )
+        return self._aggregate(case, found, weights, {})
 
-    async def score(self, case: Dataset, services: Services) -> MetricResult:
-        """Score every interaction of the session ``case`` and aggregate them."""
+    async def offline(self, case: Dataset, services: Services) -> Score:
+        """Every interaction of the session ``case`` scored offline, then aggregated."""
+        weights = self._weights(case)
+        found, readers = await self._offline(case, services)
+        return self._aggregate(case, found, weights, readers)
+
+    def _weights(self, case: Dataset) -> Sequence[float]:
         if not case.conversation:
-            return MetricResult(
-                metric=self.name,
-                score=None,
-                error="the session has no interactions: nothing to score",
-                details=ContextDetails(judge=services.judge.name if services.judge else "offline"),
-            )
-        weights = resolve_weights([b.weight for b in case.conversation], label=case.session_id)
-        readers: dict[str, str] = {}
-        if services.judge is None:
-            found, readers = await self._offline(case, services)
-        else:
-            found = list(
-                await asyncio.gather(*(self._judged(case, b, services) for b in case.conversation))
-            )
-        interactions = [
-            i.model_copy(update={"weight": float(w)}) for i, w in zip(found, weights, strict=True)
-        ]
-        return self._aggregate(case, interactions, services, readers)
+            raise ScoreFailed("the session has no interactions: nothing to score")
+        return list(resolve_weights([b.weight for b in case.conversation], label=case.session_id))
 
-    async def _judged(self, session: Dataset, batch: Batch, services: Services) -> Interaction:
-        assert services.judge is not None
-        messages = context_messages(session, batch, self.fence)
-        too_big = prompt_over_budget(messages, self.max_prompt_tokens)
+    async def _interaction(self, session: Dataset, batch: Batch, judge: Judge) -> Interaction:
+        messages = context_messages(session, batch, self.config.fence)
+        too_big = prompt_over_budget(messages, self.config.max_prompt_tokens)
         if too_big is not None:
             return Interaction(qa_id=batch.qa_id, score=None, error=too_big)
         try:
-            verdict = await services.judge.judge(messages, ContextVerdict, fence=self.fence)
+            verdict = await judge.judge(messages, ContextVerdict, fence=self.config.fence)
         except JudgeError as exc:
             log.debug("session %s, %s: failed: %s", session.session_id, batch.qa_id, exc)
             return Interaction(
@@ -253,7 +228,7 @@ class ContextAwareness:
         self, session: Dataset, services: Services
     ) -> tuple[list[Interaction], dict[str, str]]:
         """Each interaction scored offline, and the reader fields of the session's details."""
-        shared = too_long([("the context", session.context)], self.max_embed_tokens)
+        shared = too_long([("the context", session.context)], self.config.max_embed_tokens)
         refused = [
             shared
             or too_long(
@@ -263,7 +238,7 @@ class ContextAwareness:
                     ("the observation", b.observation or ""),
                     ("the query", b.query),
                 ],
-                self.max_embed_tokens,
+                self.config.max_embed_tokens,
             )
             for b in session.conversation
         ]
@@ -339,7 +314,7 @@ class ContextAwareness:
             session.language,
         )
         cannot = unread.has("the reply") or unread.has("the context")
-        route = support_route(not cannot, self.support_model, self.name)
+        route = support_route(not cannot, self.config.support_model, self.name)
         if not unread:
             return route, None
         multilingual = route.reader == "multilingual"
@@ -349,10 +324,13 @@ class ContextAwareness:
     def _aggregate(
         self,
         session: Dataset,
-        interactions: Sequence[Interaction],
-        services: Services,
+        found: Sequence[Interaction],
+        weights: Sequence[float],
         readers: dict[str, str],
-    ) -> MetricResult:
+    ) -> Score:
+        interactions = [
+            i.model_copy(update={"weight": float(w)}) for i, w in zip(found, weights, strict=True)
+        ]
         skipped = [i for i in interactions if i.error is None and i.not_applicable is not None]
         scored = [i for i in interactions if i.error is None and i.score is not None]
         failed = [
@@ -365,9 +343,8 @@ class ContextAwareness:
         if len(scored):
             total = weights.sum()
             weights = weights / total if total > 0 else np.full(len(scored), 1 / len(scored))
-        estimate = self.statistical_mode.estimate(values, weights, key=session.session_id)
+        estimate = self.config.statistical_mode.estimate(values, weights, key=session.session_id)
         details = ContextDetails(
-            judge=services.judge.name if services.judge else "offline",
             n_interactions=len(interactions),
             n_failed=len(failed),
             n_not_applicable=len(skipped),
@@ -384,26 +361,17 @@ class ContextAwareness:
                 if len(whys) == 1
                 else "not applicable: no interaction can be scored offline"
             )
-            return MetricResult.not_applying(
-                self.name, why, f"{skipped[0].qa_id}: {skipped[0].reason}", details
-            )
+            return Score.not_applying(why, f"{skipped[0].qa_id}: {skipped[0].reason}", details)
         if not scored:
             first = failed[0].error if failed else "the session has no interactions"
             if skipped:
-                return MetricResult(
-                    metric=self.name,
-                    score=None,
-                    error=(
-                        f"{len(failed)} of {len(interactions)} interactions failed and "
-                        f"{len(skipped)} are not applicable; first failure: {first}"
-                    ),
-                    details=details,
+                raise ScoreFailed(
+                    f"{len(failed)} of {len(interactions)} interactions failed and "
+                    f"{len(skipped)} are not applicable; first failure: {first}",
+                    details,
                 )
-            return MetricResult(
-                metric=self.name,
-                score=None,
-                error=f"all {len(interactions)} interactions failed; first: {first}",
-                details=details,
+            raise ScoreFailed(
+                f"all {len(interactions)} interactions failed; first: {first}", details
             )
         worst = min(scored, key=lambda i: i.score or 0.0)
         reason = f"lowest interaction {worst.qa_id} ({worst.score:.2f}): {worst.reason}"
@@ -417,4 +385,4 @@ class ContextAwareness:
                 f" ({len(skipped)} of {len(interactions)} interactions not applicable, "
                 f"first {skipped[0].qa_id}: {skipped[0].not_applicable})"
             )
-        return MetricResult(metric=self.name, score=estimate.value, reason=reason, details=details)
+        return Score(estimate.value, reason, details)

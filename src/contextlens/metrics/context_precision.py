@@ -16,92 +16,40 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from contextlens.backend import Message
-from contextlens.errors import InputError, JudgeError
-from contextlens.judges.base import DEFAULT_FENCE, Fence, Reply
-from contextlens.judges.schema import Score, text_field
+from contextlens.errors import InputError
+from contextlens.judges.base import DEFAULT_FENCE, Fence, Judge, Reply
+from contextlens.judges.schema import AnchoredScore, text_field
 from contextlens.metrics.base import (
-    DEFAULT_MAX_EMBED_TOKENS,
-    DEFAULT_MAX_PROMPT_TOKENS,
     DataBlocks,
+    OverBudget,
     ReaderDetails,
     Services,
     build_messages,
     prompt_over_budget,
-    raw_reply,
-    size_limit,
     too_long,
 )
 from contextlens.metrics.calls import token_usage
+from contextlens.metrics.config import SUPPORT_FILES, SupportConfig
+from contextlens.metrics.metric import Metric, Score, ScoreFailed
 from contextlens.metrics.registry import metric
 from contextlens.offline.language import is_english
 from contextlens.offline.precision import PrecisionItem, score_precision
-from contextlens.offline.routes import (
-    SupportModel,
-    resolve_support_model,
-    support_route,
-    support_scorer,
-)
-from contextlens.redact import logger
-from contextlens.schemas import MetricResult, ModelTestCase
-
-log = logger("contextlens.context_precision")
+from contextlens.offline.routes import support_route, support_scorer
+from contextlens.schemas import ModelTestCase
 
 __all__ = [
     "DEFAULT_FEW_SHOT_EXAMPLES",
     "ContextPrecisionScorer",
     "FewShotExampleContextPrecision",
-    "PrecisionCase",
+    "PrecisionConfig",
     "PrecisionDetails",
     "PrecisionVerdict",
     "precision_messages",
     "validate_few_shot_examples",
 ]
-
-
-class PrecisionCase(BaseModel):
-    """One case: the user's input, the output under evaluation, a reference, the context."""
-
-    model_config = ConfigDict(frozen=True)
-
-    input: str = ""
-    output: str
-    expected_output: str = ""
-    context: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_test_case(cls, value: Any) -> Any:
-        """A :class:`ModelTestCase`: actual_output -> output, retrieval_context -> context."""
-        if isinstance(value, ModelTestCase):
-            return {
-                "input": value.input,
-                "output": value.actual_output,
-                "expected_output": value.expected_output,
-                "context": value.retrieval_context or value.context,
-            }
-        return value
-
-    @field_validator("input", "expected_output", mode="before")
-    @classmethod
-    def _none_is_empty(cls, value: Any) -> Any:
-        return "" if value is None else value
-
-    @field_validator("context", mode="before")
-    @classmethod
-    def _one_chunk_or_many(cls, value: Any) -> Any:
-        if value is None:
-            return []
-        return [value] if isinstance(value, str) else value
 
 
 class PrecisionDetails(ReaderDetails):
@@ -116,7 +64,7 @@ class PrecisionVerdict(Reply):
     """What the judge returns for one case: the reason first, then the score."""
 
     reason: str = text_field("what agrees with the expected output and what does not", 400)
-    score: Score
+    score: AnchoredScore
 
 
 class FewShotExampleContextPrecision(BaseModel):
@@ -265,24 +213,54 @@ def render_examples(
     return "\n\n".join(parts) + "\n"
 
 
+def case_context(case: ModelTestCase) -> list[str]:
+    """The context a case's output is judged against: its retrieved chunks, else its
+    ``context``."""
+    return list(case.retrieval_context or case.context or [])
+
+
 def precision_messages(
-    case: PrecisionCase,
+    case: ModelTestCase,
     examples: Sequence[FewShotExampleContextPrecision],
     fence: Fence = DEFAULT_FENCE,
 ) -> list[Message]:
     """The judge prompt for one case: instructions and examples, then the case as data."""
-    block = _blocks(case.input, case.output, case.expected_output, case.context)
+    question, output = case.input or "", case.actual_output or ""
+    expected, context = case.expected_output or "", case_context(case)
+    block = _blocks(question, output, expected, context)
     return build_messages(
         "context_precision_system.md",
         "context_precision_user.md",
         PrecisionVerdict,
         fence,
         system_values={"examples": render_examples(examples, fence)},
-        input=block("input", case.input),
-        output=block("output", case.output),
-        expected_output=block("expected_output", case.expected_output),
-        context=_context_blocks(case.context, block),
+        input=block("input", question),
+        output=block("output", output),
+        expected_output=block("expected_output", expected),
+        context=_context_blocks(context, block),
     )
+
+
+class PrecisionConfig(SupportConfig):
+    """Context precision's settings.
+
+    ``few_shot_examples``: replaces the default examples; a list of dicts or pydantic
+    objects with ``title, input, expected_output, context, output,
+    context_precision_score, reason``. None uses the defaults; ``[]`` uses none.
+    ``max_prompt_tokens``: the prompt budget of the judge call (characters / 4); a case
+    over it fails with its size and is not sent (a case is one judgement: it is not split).
+    ``max_embed_tokens``: offline, the longest text embedded; a case with a longer output,
+    expected output or context chunk fails with its size. ``support_model``: offline, the
+    faithfulness model of English cases; a case that does not read as English is read by
+    the English scorer and says so (``details.language`` and the reason).
+    """
+
+    few_shot_examples: tuple[FewShotExampleContextPrecision, ...] = DEFAULT_FEW_SHOT_EXAMPLES
+
+    @field_validator("few_shot_examples", mode="before")
+    @classmethod
+    def _examples(cls, value: Any) -> tuple[FewShotExampleContextPrecision, ...]:
+        return DEFAULT_FEW_SHOT_EXAMPLES if value is None else validate_few_shot_examples(value)
 
 
 @metric(
@@ -291,127 +269,68 @@ def precision_messages(
     reads=("input", "actual_output", "expected_output", "retrieval_context"),
     requires=("actual_output", ("expected_output", "retrieval_context", "context")),
 )
-class ContextPrecisionScorer:
+class ContextPrecisionScorer(Metric[ModelTestCase]):
     """How precisely an output fits the expected output, given the context.
 
-    Args:
-        judge: this metric's own judge (None: the run's).
-        few_shot_examples: replaces the default examples; a list of dicts or pydantic
-            objects with ``title, input, expected_output, context, output,
-            context_precision_score, reason``. None uses the defaults; ``[]`` uses none.
-        max_prompt_tokens: the prompt budget of the judge call (characters / 4); a case
-            over it fails with its size and is not sent (a case is one judgement: it is
-            not split).
-        max_embed_tokens: offline, the longest text embedded (characters / 4); a case with
-            a longer output, expected output or context chunk fails with its size.
-        support_model: offline, the faithfulness model of English cases: ``"features"``
-            (the default) or ``"reader"`` (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
-            :mod:`contextlens.offline.routes`), settled when the metric is made. A case that
-            does not read as English is read by the English scorer and says so
-            (``details.language`` and the reason); :mod:`~contextlens.offline.routes` reads
-            it with the multilingual embedder only when that extra and the models fitted for
-            it are both installed.
-        label: tells this instance apart from others of the same metric in a run (its
-            results go by ``NAME:LABEL``); None: the metric's name alone.
-
-    A :class:`~contextlens.schemas.ModelTestCase` is read as ``actual_output`` -> output,
-    ``retrieval_context`` (else ``context``) -> context. A case without an output is an
+    Settings: :class:`PrecisionConfig`. A :class:`~contextlens.schemas.ModelTestCase` is
+    read as ``actual_output`` (the output), ``expected_output`` and ``retrieval_context``
+    (else ``context``). A case without an output is an
     :class:`~contextlens.errors.InputError`: there is nothing to score.
     """
 
     case_type = ModelTestCase
     details_type = PrecisionDetails
+    config_type = PrecisionConfig
+    prompts = ("context_precision_system.md", "context_precision_user.md")
+    offline_models = SUPPORT_FILES
+    config: PrecisionConfig
 
-    def __init__(
-        self,
-        *,
-        judge: Any = None,
-        few_shot_examples: Sequence[Mapping[str, Any] | BaseModel] | None = None,
-        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
-        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
-        support_model: SupportModel | None = None,
-        label: str | None = None,
-    ) -> None:
-        self.support_model: SupportModel = resolve_support_model(support_model)
-        self.judge = judge
-        self.label = label
-        self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
-        self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
-        self.few_shot_examples = (
-            DEFAULT_FEW_SHOT_EXAMPLES
-            if few_shot_examples is None
-            else validate_few_shot_examples(few_shot_examples)
-        )
-
-    def __repr__(self) -> str:
-        return f"ContextPrecisionScorer(label={self.label!r}, support_model={self.support_model!r})"
-
-    async def score(
-        self, case: ModelTestCase | PrecisionCase | Mapping[str, Any], services: Services
-    ) -> MetricResult:
-        """Score one case; stateless, safe for many concurrent tasks on one object."""
-        if not isinstance(case, PrecisionCase):
-            try:
-                case = PrecisionCase.model_validate(case)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or None
-                if where == "output" and isinstance(case, ModelTestCase):
-                    where = "actual_output"
-                raise InputError(
-                    f"{first['msg']}: context precision scores the output under test",
-                    field=where,
-                ) from None
-        if services.judge is None:
-            return await self._offline(case, services)
-        messages = precision_messages(case, self.few_shot_examples)
-        judge = services.judge.name
-        too_big = prompt_over_budget(messages, self.max_prompt_tokens)
+    async def judged(self, case: ModelTestCase, judge: Judge, services: Services) -> Score:
+        _checked(case)
+        messages = precision_messages(case, self.config.few_shot_examples)
+        too_big = prompt_over_budget(messages, self.config.max_prompt_tokens)
         if too_big is not None:
-            details = PrecisionDetails(judge=judge, max_prompt_tokens=self.max_prompt_tokens)
-            return MetricResult(metric=self.name, score=None, error=too_big, details=details)
-        try:
-            judgement = await services.judge.judge(messages, PrecisionVerdict)
-        except JudgeError as exc:
-            log.debug("%s: judge failed: %s", self.name, exc)
-            details = PrecisionDetails(judge=judge, raw_reply=raw_reply(exc))
-            return MetricResult(metric=self.name, score=None, error=str(exc), details=details)
+            raise OverBudget(too_big)
+        judgement = await judge.judge(messages, PrecisionVerdict)
         details = PrecisionDetails(
-            judge=judge,
             usage=token_usage(judgement.usage),
             attempts=judgement.attempts,
             latency=judgement.latency,
         )
         verdict = judgement.output
-        return MetricResult(
-            metric=self.name, score=verdict.score, reason=verdict.reason, details=details
-        )
+        return Score(verdict.score, verdict.reason, details)
 
-    async def _offline(self, case: PrecisionCase, services: Services) -> MetricResult:
+    async def offline(self, case: ModelTestCase, services: Services) -> Score:
+        output, expected = _checked(case), case.expected_output or ""
+        context = case_context(case)
         too_big = too_long(
             [
-                ("the output", case.output),
-                ("the expected output", case.expected_output),
-                *((f"context[{i}]", chunk) for i, chunk in enumerate(case.context)),
+                ("the output", output),
+                ("the expected output", expected),
+                *((f"context[{i}]", chunk) for i, chunk in enumerate(context)),
             ],
-            self.max_embed_tokens,
+            self.config.max_embed_tokens,
         )
         if too_big is not None:
-            details = PrecisionDetails(judge="offline", max_embed_tokens=self.max_embed_tokens)
-            return MetricResult(metric=self.name, score=None, error=too_big, details=details)
-        english = is_english([case.output, case.expected_output, "\n".join(case.context)])
-        route = support_route(english, self.support_model, self.name)
+            raise OverBudget(too_big, "max_embed_tokens")
+        english = is_english([output, expected, "\n".join(context)])
+        route = support_route(english, self.config.support_model, self.name)
         [estimate] = await score_precision(
-            [PrecisionItem(case.output, case.expected_output, case.context, case.input)],
+            [PrecisionItem(output, expected, context, case.input or "")],
             services.embedder,
             support_scorer(route, services.embedder),
         )
-        details = PrecisionDetails(judge="offline", components=estimate.components, **route.details)
+        details = PrecisionDetails(components=estimate.components, **route.details)
         if estimate.error is not None:
-            return MetricResult(metric=self.name, score=None, error=estimate.error, details=details)
-        return MetricResult(
-            metric=self.name,
-            score=estimate.score,
-            reason=route.noted(estimate.reason),
-            details=details,
+            raise ScoreFailed(estimate.error, details)
+        return Score(estimate.score, route.noted(estimate.reason), details)
+
+
+def _checked(case: ModelTestCase) -> str:
+    """The case's output; InputError when it has none."""
+    if not isinstance(case.actual_output, str):
+        raise InputError(
+            "the output is missing: context precision scores the output under test",
+            field="actual_output",
         )
+    return case.actual_output

@@ -26,27 +26,23 @@ the verdicts (the judged score is its case of 0/1 values); a chunk's verdict is 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from functools import cache
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field, create_model
 
 from contextlens.backend import Message
 from contextlens.embeddings.base import Embedder
 from contextlens.errors import InputError
-from contextlens.judges.base import Reply
+from contextlens.judges.base import Judge, Reply
 from contextlens.judges.schema import Verdict, text_field
 from contextlens.metrics.base import (
-    DEFAULT_MAX_EMBED_TOKENS,
-    DEFAULT_MAX_PROMPT_TOKENS,
     DataBlocks,
     OverBudget,
     ReaderDetails,
     Services,
     build_messages,
-    size_limit,
     too_long,
 )
 from contextlens.metrics.calls import (
@@ -56,26 +52,25 @@ from contextlens.metrics.calls import (
     judge_calls,
     token_usage,
 )
-from contextlens.metrics.chunks import ChunkOptions, DuplicateGroup, Unit, chunk_units
-from contextlens.metrics.claim_metric import case_chunks
+from contextlens.metrics.chunks import ChunkedConfig, DuplicateGroup, Unit, chunk_units
+from contextlens.metrics.claims import case_chunks
+from contextlens.metrics.config import RELEVANCE_FILES, SUPPORT_FILES
+from contextlens.metrics.metric import Metric, Score, ScoreFailed
 from contextlens.metrics.registry import metric
 from contextlens.offline.language import is_english
 from contextlens.offline.relevance import RelevanceItem
 from contextlens.offline.routes import (
-    SupportModel,
     relevance_route,
-    resolve_support_model,
     score_relevance_routed,
     support_route,
     support_scorer,
 )
 from contextlens.offline.support import SupportItem
-from contextlens.schemas import MetricResult, ModelTestCase
-
-log = logging.getLogger("contextlens.context_precision_ranked")
+from contextlens.schemas import ModelTestCase
 
 __all__ = [
     "ChunkVerdict",
+    "RankedPrecisionConfig",
     "RankedPrecisionDetails",
     "RankedPrecisionMetric",
     "average_precision",
@@ -162,92 +157,136 @@ def average_precision(useful: Sequence[float]) -> float:
     return ap / total
 
 
+class RankedPrecisionConfig(ChunkedConfig):
+    """Ranked precision's settings: those of :class:`~contextlens.metrics.claims.ClaimConfig`
+    (the pass mark defaults to 0.5); ``max_prompt_tokens`` is the budget of one judge call
+    (longer cases are split over several, one chunk at least per call) and, offline, the
+    support model reads each chunk against the expected answer."""
+
+    threshold: float | None = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
+
+
 @metric(
     "context-precision-ranked",
     aliases=("ContextualPrecisionMetric", "LLMContextPrecisionWithReference"),
     reads=("input", "expected_output", "retrieval_context"),
     requires=("input", "retrieval_context"),
 )
-class RankedPrecisionMetric:
+class RankedPrecisionMetric(Metric[ModelTestCase]):
     """Average precision of the chunks useful for the expected answer, over the ranking.
 
-    Args:
-        threshold: the pass mark (default 0.5).
-        max_prompt_tokens: the prompt budget of one judge call (characters / 4); longer
-            cases are split over several calls, one chunk at least per call.
-        max_embed_tokens: the longest text embedded (characters / 4): offline, the input,
-            the expected output and each chunk; with a judge, each chunk when
-            near-duplicates are looked for.
-        duplicate_threshold: report chunks whose cosine is at least this as near-duplicates
-            (``details.duplicates``); None (default): not looked for.
-        merge_duplicates: score each group of near-duplicates as one chunk, at the rank of
-            its best-ranked member (:mod:`contextlens.metrics.chunks`).
-        support_model: offline, the support model that reads each chunk against the
-            expected answer when the text is English: ``"features"`` or ``"reader"``
-            (None: ``$CONTEXTLENS_SUPPORT_MODEL``, else the default of
-            :mod:`contextlens.offline.routes`).
-        judge: this metric's own judge (None: the run's).
-        embedder: this metric's own embedder (None: the run's).
-        label: tells this instance apart from others of the same metric in a run.
+    Settings: :class:`RankedPrecisionConfig`.
     """
 
     case_type = ModelTestCase
     details_type = RankedPrecisionDetails
+    config_type = RankedPrecisionConfig
+    prompts = ("context_precision_ranked_system.md", "context_precision_ranked_user.md")
+    offline_models = (*SUPPORT_FILES, *RELEVANCE_FILES)
+    config: RankedPrecisionConfig
 
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        *,
-        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
-        max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
-        duplicate_threshold: float | None = None,
-        merge_duplicates: bool = False,
-        support_model: SupportModel | None = None,
-        judge: Any = None,
-        embedder: Any = None,
-        label: str | None = None,
-    ) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
-        self.threshold = float(threshold)
-        self.max_prompt_tokens = size_limit("max_prompt_tokens", max_prompt_tokens)
-        self.max_embed_tokens = size_limit("max_embed_tokens", max_embed_tokens)
-        self.chunk_options = ChunkOptions(duplicate_threshold, merge_duplicates)
-        self.support_model: SupportModel = resolve_support_model(support_model)
-        self.judge = judge
-        self.embedder = embedder
-        self.label = label
+    async def judged(self, case: ModelTestCase, judge: Judge, services: Services) -> Score:
+        read = await self._read(case, "judge", services.embedder)
+        if isinstance(read, Score):
+            return read
+        question, reference, units, base = read
+        try:
+            calls = self.calls(question, reference, units)
+        except OverBudget as exc:
+            details = base.model_copy(
+                update={"max_prompt_tokens": self.config.max_prompt_tokens, "judge_calls": 0}
+            )
+            raise ScoreFailed(str(exc), details) from None
+        replies = await judge_calls(
+            judge, [(messages, verdicts_schema(len(part))) for part, messages in calls]
+        )
+        if isinstance(replies, CallFailed):
+            details = base.model_copy(
+                update={"raw_reply": replies.raw_reply, "judge_calls": len(calls)}
+            )
+            raise ScoreFailed(replies.error, details)
+        verdicts = [
+            ChunkVerdict(
+                chunk=u.first,
+                verdict=v.verdict,
+                reason=v.reason,
+                merged=list(u.indices[1:]) or None,
+            )
+            for (part, _), judgement in zip(calls, replies.judgements, strict=True)
+            for u, v in zip(part, judgement.output.verdicts, strict=True)
+        ]
+        details = base.model_copy(
+            update={
+                "judge_calls": len(calls),
+                "attempts": replies.attempts,
+                "usage": token_usage(replies.usage),
+            }
+        )
+        return self._result(verdicts, details, None)
 
-    def __repr__(self) -> str:
-        return f"RankedPrecisionMetric(threshold={self.threshold}, label={self.label!r})"
+    async def offline(self, case: ModelTestCase, services: Services) -> Score:
+        read = await self._read(case, "offline", services.embedder)
+        if isinstance(read, Score):
+            return read
+        question, reference, units, base = read
+        texts = [u.text for u in units]
+        english = is_english([question, reference, "\n".join(texts)])
+        if reference:
+            route = support_route(english, self.config.support_model, self.name)
+            items = [SupportItem(reference, [t], question=question) for t in texts]
+            found = await support_scorer(route, services.embedder)(items)
+            values = [max((c.support for c in r.claims), default=0.0) for r in found]
+            why = "supports a claim of the expected answer with p={:.2f} (offline)"
+        else:
+            route = relevance_route(english, self.name)
+            [rel] = await score_relevance_routed(
+                [RelevanceItem(question, texts)], services.embedder, route
+            )
+            values = list(rel.chunk_relevance)
+            why = "bears on the input with p={:.2f} (offline)"
+        verdicts = [
+            ChunkVerdict(
+                chunk=u.first,
+                verdict="yes" if p >= 0.5 else "no",
+                reason=why.format(p),
+                usefulness=round(p, 4),
+                merged=list(u.indices[1:]) or None,
+            )
+            for u, p in zip(units, values, strict=True)
+        ]
+        note = route.noted(
+            "(Offline estimate: average precision with each chunk's probability of being "
+            "useful in place of a verdict.)"
+        )
+        details = base.model_copy(update=route.details)
+        return self._result(verdicts, details, note, values)
 
-    async def score(self, case: ModelTestCase, services: Services) -> MetricResult:
-        """Score one test case; changes nothing on ``self``."""
+    async def _read(
+        self, case: ModelTestCase, method: Literal["judge", "offline"], embedder: Embedder
+    ) -> tuple[str, str, list[Unit], RankedPrecisionDetails] | Score:
+        """The case's question, reference, chunk units and the details they start; the
+        score of a case without chunks."""
         question = case.input.strip()
         if not question:
             raise InputError("the test case needs a non-empty input", field="input")
         reference = (case.expected_output or "").strip()
         against: Literal["expected_output", "input"] = "expected_output" if reference else "input"
         chunks = case_chunks(case, self.name)
-        method: Literal["judge", "offline"] = "offline" if services.judge is None else "judge"
-        judge = "offline" if services.judge is None else services.judge.name
-        base = RankedPrecisionDetails(method=method, judge=judge, against=against)
+        base = RankedPrecisionDetails(method=method, against=against)
         embedded = [(f"retrieval_context[{i}]", t) for i, t in chunks]
-        if services.judge is None:
+        if method == "offline":
             embedded = [("the input", question), ("the expected output", reference), *embedded]
-        elif self.chunk_options.threshold is None:
+        elif self.config.chunk_options.threshold is None:
             embedded = []
-        too_big = too_long(embedded, self.max_embed_tokens)
+        too_big = too_long(embedded, self.config.max_embed_tokens)
         if too_big is not None:
-            details = base.model_copy(update={"max_embed_tokens": self.max_embed_tokens})
-            return MetricResult(metric=self.name, score=None, error=too_big, details=details)
-        units, groups = await chunk_units(chunks, self.chunk_options, services.embedder)
+            details = base.model_copy(update={"max_embed_tokens": self.config.max_embed_tokens})
+            raise ScoreFailed(too_big, details)
+        units, groups = await chunk_units(chunks, self.config.chunk_options, embedder)
         base = base.model_copy(update={"duplicates": groups})
         if not units:
             return self._result([], base, "There are no retrieved chunks.")
-        if services.judge is None:
-            return await self._offline(question, reference, units, base, services.embedder)
-        return await self._judged(question, reference, units, base, services)
+        return question, reference, units, base
 
     # --- the result -----------------------------------------------------------------------
 
@@ -257,7 +296,7 @@ class RankedPrecisionMetric:
         details: RankedPrecisionDetails,
         note: str | None,
         values: Sequence[float] | None = None,
-    ) -> MetricResult:
+    ) -> Score:
         flags = [1.0 if v.verdict == "yes" else 0.0 for v in verdicts]
         score = round(average_precision(flags if values is None else values), 6)
         useful = int(sum(flags))
@@ -281,53 +320,7 @@ class RankedPrecisionMetric:
                 reason += f" {note}"
         else:
             reason = note or ""
-        return MetricResult(
-            metric=self.name,
-            score=score,
-            reason=reason,
-            success=score >= self.threshold,
-            details=details,
-        )
-
-    # --- offline --------------------------------------------------------------------------
-
-    async def _offline(
-        self,
-        question: str,
-        reference: str,
-        units: list[Unit],
-        base: RankedPrecisionDetails,
-        embedder: Embedder,
-    ) -> MetricResult:
-        texts = [u.text for u in units]
-        english = is_english([question, reference, "\n".join(texts)])
-        if reference:
-            route = support_route(english, self.support_model, self.name)
-            items = [SupportItem(reference, [t], question=question) for t in texts]
-            found = await support_scorer(route, embedder)(items)
-            values = [max((c.support for c in r.claims), default=0.0) for r in found]
-            why = "supports a claim of the expected answer with p={:.2f} (offline)"
-        else:
-            route = relevance_route(english, self.name)
-            [rel] = await score_relevance_routed([RelevanceItem(question, texts)], embedder, route)
-            values = list(rel.chunk_relevance)
-            why = "bears on the input with p={:.2f} (offline)"
-        verdicts = [
-            ChunkVerdict(
-                chunk=u.first,
-                verdict="yes" if p >= 0.5 else "no",
-                reason=why.format(p),
-                usefulness=round(p, 4),
-                merged=list(u.indices[1:]) or None,
-            )
-            for u, p in zip(units, values, strict=True)
-        ]
-        note = route.noted(
-            "(Offline estimate: average precision with each chunk's probability of being "
-            "useful in place of a verdict.)"
-        )
-        details = base.model_copy(update=route.details)
-        return self._result(verdicts, details, note, values)
+        return Score(score, reason, details)
 
     # --- judge ----------------------------------------------------------------------------
 
@@ -355,51 +348,6 @@ class RankedPrecisionMetric:
         return halve_to_fit(
             units,
             lambda part: self._messages(question, reference, part),
-            self.max_prompt_tokens,
+            self.config.max_prompt_tokens,
             lambda u: f"retrieval_context[{u.first}]",
         )
-
-    async def _judged(
-        self,
-        question: str,
-        reference: str,
-        units: list[Unit],
-        base: RankedPrecisionDetails,
-        services: Services,
-    ) -> MetricResult:
-        assert services.judge is not None
-        judge = services.judge
-        try:
-            calls = self.calls(question, reference, units)
-        except OverBudget as exc:
-            details = base.model_copy(
-                update={"max_prompt_tokens": self.max_prompt_tokens, "judge_calls": 0}
-            )
-            return MetricResult(metric=self.name, score=None, error=str(exc), details=details)
-        replies = await judge_calls(
-            judge, [(messages, verdicts_schema(len(part))) for part, messages in calls]
-        )
-        if isinstance(replies, CallFailed):
-            log.debug("%s: judge failed: %s", self.name, replies.error)
-            details = base.model_copy(
-                update={"raw_reply": replies.raw_reply, "judge_calls": len(calls)}
-            )
-            return MetricResult(metric=self.name, score=None, error=replies.error, details=details)
-        verdicts = [
-            ChunkVerdict(
-                chunk=u.first,
-                verdict=v.verdict,
-                reason=v.reason,
-                merged=list(u.indices[1:]) or None,
-            )
-            for (part, _), judgement in zip(calls, replies.judgements, strict=True)
-            for u, v in zip(part, judgement.output.verdicts, strict=True)
-        ]
-        details = base.model_copy(
-            update={
-                "judge_calls": len(calls),
-                "attempts": replies.attempts,
-                "usage": token_usage(replies.usage),
-            }
-        )
-        return self._result(verdicts, details, None)

@@ -9,8 +9,7 @@ chunks miss, each with the chunk closest to it. Ragas's ``LLMContextRecall`` and
 
 from __future__ import annotations
 
-from contextlens.metrics.claim_metric import ClaimMetric
-from contextlens.metrics.claims import ClaimsDetails
+from contextlens.metrics.claims import ClaimMetric, ClaimsDetails
 from contextlens.metrics.registry import metric
 
 __all__ = ["ContextRecallDetails", "ContextRecallMetric"]
@@ -30,7 +29,7 @@ class ContextRecallDetails(ClaimsDetails):
 class ContextRecallMetric(ClaimMetric):
     """Share of the reference answer's claims that the retrieved chunks support.
 
-    Settings: :class:`~contextlens.metrics.claim_metric.ClaimMetric`'s.
+    Settings: :class:`~contextlens.metrics.claims.ClaimConfig`.
     """
 
     details_type = ContextRecallDetails

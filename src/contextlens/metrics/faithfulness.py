@@ -9,8 +9,7 @@ the same share; here the claims and their verdicts come from one call, not two o
 
 from __future__ import annotations
 
-from contextlens.metrics.claim_metric import ClaimMetric
-from contextlens.metrics.claims import ClaimsDetails
+from contextlens.metrics.claims import ClaimMetric, ClaimsDetails
 from contextlens.metrics.registry import metric
 
 __all__ = ["FaithfulnessDetails", "FaithfulnessMetric"]
@@ -30,7 +29,7 @@ class FaithfulnessDetails(ClaimsDetails):
 class FaithfulnessMetric(ClaimMetric):
     """Share of the answer's claims that the retrieved chunks support.
 
-    Settings: :class:`~contextlens.metrics.claim_metric.ClaimMetric`'s.
+    Settings: :class:`~contextlens.metrics.claims.ClaimConfig`.
     """
 
     details_type = FaithfulnessDetails

@@ -44,9 +44,11 @@ from contextlens.fields import (
     SESSION_FIELDS,
     TEST_CASE_FIELDS,
     FieldTable,
+    Requirement,
+    as_requires,
     closest,
 )
-from contextlens.metrics.base import Metric, Requirement, as_requires
+from contextlens.metrics.metric import Metric
 from contextlens.schemas import Dataset, MetricDetails, MetricKey, ModelTestCase
 
 __all__ = [
@@ -84,7 +86,7 @@ class MetricInfo:
     """
 
     name: str
-    factory: Callable[..., Metric[Any]]
+    factory: Callable[..., Any]
     case_type: type
     description: str
     reads: tuple[str, ...]
@@ -137,8 +139,9 @@ def metric(
         _check_fields(name, kind, needs, reads)
         if isinstance(factory, type):
             factory.name = name  # type: ignore[attr-defined]
-            if requires is not None:
-                factory.requires = needs  # type: ignore[attr-defined]
+            factory.requires = needs  # type: ignore[attr-defined]
+            if reads or not getattr(factory, "reads", ()):
+                factory.reads = tuple(reads)  # type: ignore[attr-defined]
         doc = (factory.__doc__ or "").strip().splitlines()
         info = MetricInfo(
             name=name,
@@ -256,13 +259,16 @@ def resolve(name: str) -> MetricInfo:
     raise UnknownMetricError(f"unknown metric {name!r}; {hint}choose from {', '.join(known)}")
 
 
-def create(name: str, **options: Any) -> Metric[Any]:
-    """A new instance of the metric ``name`` (``options`` go to its factory)."""
+def create(name: str, **options: Any) -> Any:
+    """A new instance of the metric ``name`` (``options`` go to its factory): a
+    :class:`~contextlens.metrics.metric.Metric`, or what a plugin's factory makes."""
     return resolve(name).factory(**options)
 
 
-def name_of(obj: Metric[Any]) -> str:
+def name_of(obj: Any) -> str:
     """The registered name of a metric object: that of its class, else its own ``name``."""
+    if isinstance(obj, Metric):
+        return obj.name
     known = registered()
     for info in known.values():
         factory = info.factory
@@ -274,7 +280,7 @@ def name_of(obj: Metric[Any]) -> str:
     return own
 
 
-def key_of(obj: Metric[Any]) -> MetricKey:
+def key_of(obj: Any) -> MetricKey:
     """The key ``obj``'s results go by: its registered name, with its ``label`` if any."""
     label = getattr(obj, "label", None)
     return MetricKey.of(name_of(obj), label if isinstance(label, str) else None)

@@ -32,12 +32,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, field_validator
 
 from contextlens.errors import InputError
 from contextlens.metrics.base import Services
+from contextlens.metrics.config import MetricConfig
+from contextlens.metrics.metric import Metric, Score, ScoreFailed
 from contextlens.metrics.registry import metric
-from contextlens.schemas import MetricDetails, MetricResult, ModelTestCase
+from contextlens.schemas import MetricDetails, ModelTestCase
 
 __all__ = [
     "MEASURES",
@@ -139,108 +141,107 @@ def retrieval_measures(
     )
 
 
+class RetrievalConfig(MetricConfig):
+    """The retrieval metric's settings.
+
+    ``k``: the cut-off of every measure (an integer >= 1; default 10). ``measure``: the
+    measure that is the score: ``"ndcg"`` (default), ``"hit_rate"``, ``"recall"``,
+    ``"precision"``, ``"mrr"`` or ``"map"``; ``details.measures`` holds all six.
+    ``relevance_level``: the grade from which a judged id counts as relevant for the binary
+    measures (default 1, as trec_eval's); nDCG uses the grades themselves. ``threshold``:
+    the pass mark of the score (default 0.5).
+    """
+
+    threshold: float | None = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
+    k: int = 10
+    measure: Measure = "ndcg"
+    relevance_level: float = 1.0
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _cut_off(cls, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"k must be an integer >= 1, got {value!r}")
+        return value
+
+    @field_validator("measure", mode="before")
+    @classmethod
+    def _measure(cls, value: Any) -> Any:
+        if value not in MEASURES:
+            raise ValueError(f"measure must be one of {', '.join(MEASURES)}; got {value!r}")
+        return value
+
+    @field_validator("relevance_level", mode="before")
+    @classmethod
+    def _level(cls, value: Any) -> Any:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not value > 0 or not math.isfinite(value):
+            raise ValueError(f"relevance_level must be a number > 0, got {value!r}")
+        return float(value)
+
+
 @metric(
     "retrieval",
     aliases=("RetrievalMetric",),
     reads=("retrieved_ids", "relevant_ids"),
     requires=("retrieved_ids", "relevant_ids"),
 )
-class RetrievalMetric:
+class RetrievalMetric(Metric[ModelTestCase]):
     """Hit rate, recall, precision, MRR, nDCG and MAP at k from labelled chunk ids; no judge.
 
-    Args:
-        k: the cut-off of every measure (an integer >= 1; default 10).
-        measure: the measure that is the score: ``"ndcg"`` (default), ``"hit_rate"``,
-            ``"recall"``, ``"precision"``, ``"mrr"`` or ``"map"``; ``details.measures``
-            holds all six.
-        relevance_level: the grade from which a judged id counts as relevant for the binary
-            measures (default 1, as trec_eval's); nDCG uses the grades themselves.
-        threshold: the pass mark of the score (default 0.5).
-        label: tells this instance apart from others of the same metric in a run (its
-            results go by ``NAME:LABEL``); None: the metric's name alone.
+    Settings: :class:`RetrievalConfig`.
     """
 
     case_type = ModelTestCase
     details_type = RetrievalDetails
+    config_type = RetrievalConfig
     uses_judge = False
+    config: RetrievalConfig
 
-    def __init__(
-        self,
-        k: int = 10,
-        *,
-        measure: Measure | str = "ndcg",
-        relevance_level: float = 1.0,
-        threshold: float = 0.5,
-        label: str | None = None,
-    ) -> None:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be an integer >= 1, got {k!r}")
-        if measure not in MEASURES:
-            raise ValueError(f"measure must be one of {', '.join(MEASURES)}; got {measure!r}")
-        if not relevance_level > 0 or not math.isfinite(relevance_level):
-            raise ValueError(f"relevance_level must be a number > 0, got {relevance_level!r}")
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
-        self.k = k
-        self.measure = measure
-        self.relevance_level = float(relevance_level)
-        self.threshold = float(threshold)
-        self.label = label
-
-    def __repr__(self) -> str:
-        return f"RetrievalMetric(k={self.k}, measure={self.measure!r}, label={self.label!r})"
-
-    async def score(
-        self, case: ModelTestCase | Mapping[str, Any], services: Services
-    ) -> MetricResult:
-        """Score one case; no judge, no embedding."""
-        if not isinstance(case, ModelTestCase):
-            case = ModelTestCase.model_validate(case)
+    async def offline(self, case: ModelTestCase, services: Services) -> Score:
+        """The measures of one case; no judge, no embedding."""
         for name in ("retrieved_ids", "relevant_ids"):
             if getattr(case, name) is None:
                 raise InputError(f"the retrieval metric needs {name}", field=name)
         assert case.retrieved_ids is not None and case.relevant_ids is not None
         retrieved = case.retrieved_ids
         grades = grades_of(case.relevant_ids)
+        cfg = self.config
         try:
-            found = retrieval_measures(retrieved, grades, self.k, self.relevance_level)
+            found = retrieval_measures(retrieved, grades, cfg.k, cfg.relevance_level)
         except ValueError as exc:
-            details = RetrievalDetails(measure=self.measure, relevance_level=self.relevance_level)
-            return MetricResult(metric=self.name, score=None, error=str(exc), details=details)
-        wanted = [i for i, g in grades.items() if g >= self.relevance_level]
-        top = set(retrieved[: self.k])
+            details = RetrievalDetails(measure=cfg.measure, relevance_level=cfg.relevance_level)
+            raise ScoreFailed(str(exc), details) from None
+        wanted = [i for i, g in grades.items() if g >= cfg.relevance_level]
+        top = set(retrieved[: cfg.k])
         missing = [i for i in wanted if i not in top]
         first = next(
-            (rank for rank, i in enumerate(retrieved[: self.k], 1) if i in set(wanted)), None
+            (rank for rank, i in enumerate(retrieved[: cfg.k], 1) if i in set(wanted)), None
         )
         details = RetrievalDetails(
-            measure=self.measure,
+            measure=cfg.measure,
             measures=found,
-            relevance_level=self.relevance_level,
+            relevance_level=cfg.relevance_level,
             retrieved=len(retrieved),
             relevant=len(wanted),
             relevant_retrieved=len(wanted) - len(missing),
             first_relevant_rank=first,
             missing=missing[:MAX_MISSING] or None,
         )
-        score = float(getattr(found, self.measure))
-        return MetricResult(
-            metric=self.name,
-            score=score,
-            reason=self._reason(found, details, missing),
-            success=score >= self.threshold,
-            details=details,
-        )
+        score = float(getattr(found, cfg.measure))
+        return Score(score, self._reason(found, details, missing), details)
 
     def _reason(
         self, found: RetrievalMeasures, details: RetrievalDetails, missing: list[str]
     ) -> str:
-        k = self.k
-        parts = [f"{_SHOWN[self.measure].format(k=k)} {getattr(found, self.measure):.3f}"]
+        k = self.config.k
+        parts = [
+            f"{_SHOWN[self.config.measure].format(k=k)} {getattr(found, self.config.measure):.3f}"
+        ]
         others = ", ".join(
             f"{_SHOWN[m].format(k=k)} {getattr(found, m):.3f}"
             for m in MEASURES
-            if m != self.measure
+            if m != self.config.measure
         )
         text = f"{parts[0]} (the score); {others}. "
         text += f"{details.relevant_retrieved} of {details.relevant} relevant id(s) in the top {k}"

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from contextlens.metrics.base import Metric
+from contextlens.metrics.metric import Metric, ProtocolMetric
 
 __all__ = ["MetricSettings", "settings_of"]
 
@@ -48,15 +48,22 @@ class MetricSettings(BaseModel):
 
 
 def settings_of(metric: Metric[Any]) -> MetricSettings:
-    """The settings of ``metric``: its public attributes as JSON, and the digest of the
-    prompt files named after its module (``context_precision_system.md`` for
-    ``context_precision``) and of the bundled offline models."""
-    values = {
-        k: _short(_plain(v))
-        for k, v in sorted(vars(metric).items())
-        if not k.startswith("_") and k not in _NOT_SETTINGS
-    }
-    return MetricSettings(values=values, prompts=_digest(type(metric).__module__))
+    """The settings of ``metric``: its config as JSON (who judges and embeds left out), and
+    the digest of the prompt files and offline models it declares (``prompts``,
+    ``offline_models``). A metric of the older protocol records its public attributes and
+    the digest of its module's source."""
+    if isinstance(metric, ProtocolMetric):
+        inner = metric.inner
+        values = {
+            k: _short(_plain(v))
+            for k, v in sorted(vars(inner).items())
+            if not k.startswith("_") and k not in _NOT_SETTINGS
+        }
+        return MetricSettings(values=values, prompts=_source_digest(type(inner).__module__))
+    values = {k: _short(_plain(v)) for k, v in sorted(metric.config.model_dump().items())}
+    return MetricSettings(
+        values=values, prompts=_digest(type(metric).prompts, type(metric).offline_models)
+    )
 
 
 def _short(value: Any) -> Any:
@@ -87,30 +94,26 @@ def _plain(value: Any) -> Any:
 
 
 @cache
-def _digest(module: str) -> str | None:
-    """Digest of the prompt files of ``module`` (a module of :mod:`contextlens.metrics`)
-    and of the offline model weights; None for a metric defined elsewhere with neither."""
-    stem = module.rpartition(".")[2]
+def _digest(prompts: tuple[str, ...], models: tuple[str, ...]) -> str | None:
+    """Digest of the prompt files (in ``contextlens/metrics/prompts/``) and the offline
+    model files (under ``contextlens/offline/``) a metric declares; None when it declares
+    neither. A file a metric does not declare never changes its digest."""
+    if not prompts and not models:
+        return None
     digest = hashlib.sha256()
-    found = False
-    prompts = resources.files(_PROMPTS)
-    for entry in sorted(prompts.iterdir(), key=lambda e: e.name):
-        role = entry.name.removeprefix(f"{stem}_")
-        if role != entry.name and role.endswith(".md") and "_" not in role:
-            digest.update(entry.name.encode() + b"\0" + entry.read_bytes())
-            found = True
-    if module.startswith("contextlens."):
-        weights = resources.files(_WEIGHTS).joinpath("weights")
-        for entry in sorted(weights.iterdir(), key=lambda e: e.name):
-            if entry.name.endswith(".json"):
-                digest.update(entry.name.encode() + b"\0" + entry.read_bytes())
-                found = True
-    else:
-        source = _source(module)
-        if source is not None:
-            digest.update(source)
-            found = True
-    return digest.hexdigest()[:16] if found else None
+    for package, names in ((_PROMPTS, prompts), (_WEIGHTS, models)):
+        root = resources.files(package)
+        for name in sorted(names):
+            digest.update(name.encode() + b"\0" + root.joinpath(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@cache
+def _source_digest(module: str) -> str | None:
+    """Digest of the source of a metric module defined outside contextlens (its prompts
+    live there); None when it cannot be read."""
+    source = _source(module)
+    return hashlib.sha256(source).hexdigest()[:16] if source is not None else None
 
 
 def _source(module: str) -> bytes | None:

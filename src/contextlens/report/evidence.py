@@ -99,8 +99,6 @@ def _similarity(details: SimilarityDetails, n_chunks: int, ev: Evidence) -> None
         ev.note(i, kind="value", label="skipped: blank", value=None)
     if details.score is not None:
         ev.facts.append(("harmonic mean", fmt_score(details.score)))
-    if details.passing is not None:
-        ev.facts.append(("passing", "yes" if details.passing else "no"))
 
 
 def _context(details: ContextDetails, n_chunks: int, ev: Evidence) -> None:

@@ -15,15 +15,8 @@ from contextlens.engine.retry import RetryPolicy
 from contextlens.judges.base import Judge
 from contextlens.judges.resolve import resolve_judge
 from contextlens.metrics import registry
-from contextlens.metrics.base import (
-    DEFAULT_PASS,
-    Metric,
-    Services,
-    own_embedder,
-    own_judge,
-    run_pass_mark,
-    uses_judge,
-)
+from contextlens.metrics.base import DEFAULT_PASS, Services
+from contextlens.metrics.metric import Metric, ProtocolMetric
 from contextlens.runner.gates import pass_marks_for
 from contextlens.schemas import MetricKey
 
@@ -32,15 +25,18 @@ __all__ = ["NO_CHUNKS", "BoundMetric", "as_metric", "bind_metrics", "checked_met
 
 def as_metric(obj: Any) -> Metric[Any]:
     """The metric ``obj`` stands for: a metric's name (any name
-    :func:`~contextlens.metrics.registry.resolve` takes), a metric, or a seed-style facade
-    (its ``metric`` attribute is the metric it wraps)."""
+    :func:`~contextlens.metrics.registry.resolve` takes), a metric, a seed-style facade
+    (its ``metric`` attribute is the metric it wraps), or an object written to the older
+    metric protocol (run through :class:`~contextlens.metrics.metric.ProtocolMetric`)."""
     if isinstance(obj, str):
-        return registry.create(obj)
+        obj = registry.create(obj)
     inner = getattr(obj, "metric", None)
     if isinstance(inner, Metric):
         return inner
     if isinstance(obj, Metric):
         return obj
+    if callable(getattr(obj, "score", None)) and isinstance(getattr(obj, "case_type", None), type):
+        return ProtocolMetric.of(obj, registry.name_of(obj))
     raise TypeError(
         f"not a metric: {obj!r}; pass a metric name ({', '.join(registry.names())}), a "
         "metric object or one of the seed metric classes"
@@ -81,7 +77,7 @@ class BoundMetric:
         """The judge the metric used: its name, ``offline``, or None when it asks none."""
         if self.services.judge is not None:
             return self.services.judge.name
-        return "offline" if uses_judge(self.metric) else None
+        return "offline" if self.metric.uses_judge else None
 
     def applies_to(self, case: Any) -> bool:
         """Whether the metric scores cases like ``case``."""
@@ -103,14 +99,6 @@ class BoundMetric:
 NO_CHUNKS = "not applicable: no retrieved context"
 
 
-def _reads_chunks(metric: Metric[Any]) -> bool:
-    try:
-        info = registry.get(registry.name_of(metric))
-    except (registry.UnknownMetricError, TypeError):
-        return False
-    return "retrieval_context" in info.reads
-
-
 def bind_metrics(
     metrics: Sequence[Metric[Any]],
     *,
@@ -125,8 +113,8 @@ def bind_metrics(
     """Each metric with its services: its own judge and embedder if it has them, else the
     run's; every judge takes its limiter from ``limits`` and its replies from ``cache``.
     A metric's pass mark is ``thresholds[its name]`` (any name of it), else its own
-    ``threshold``, else :func:`~contextlens.metrics.base.run_pass_mark`'s (None: no pass
-    mark, for a metric whose score is not a probability). Each judge's
+    ``threshold``, else its :meth:`~contextlens.metrics.metric.Metric.pass_mark` (None: no
+    pass mark, for a metric whose score is not a probability). Each judge's
     ``preflight`` runs once here, before any call (unless ``preflight`` is False)."""
     keys = [registry.key_of(m) for m in metrics]
     marks = pass_marks_for(thresholds or {}, keys)
@@ -142,10 +130,9 @@ def bind_metrics(
     checked: set[int] = set()
     bound = []
     for metric in metrics:
-        own = own_judge(metric)
-        own_emb = own_embedder(metric)
+        own, own_emb = metric.judge, metric.embedder
         judge_obj = run_judge if own is None else judge_for(own)
-        if uses_judge(metric) and judge_obj is not None and id(judge_obj) not in checked:
+        if metric.uses_judge and judge_obj is not None and id(judge_obj) not in checked:
             checked.add(id(judge_obj))
             check = getattr(judge_obj, "preflight", None)
             if preflight and callable(check):  # a judge that cannot work says so now
@@ -156,11 +143,11 @@ def bind_metrics(
                 metric,
                 key,
                 Services(
-                    judge=judge_obj if uses_judge(metric) else None,
+                    judge=judge_obj if metric.uses_judge else None,
                     embedder=run_embedder if own_emb is None else embedder_for(own_emb),
                 ),
-                pass_mark=marks.get(key, run_pass_mark(metric)),
-                reads_chunks=_reads_chunks(metric),
+                pass_mark=marks.get(key, metric.pass_mark()),
+                reads_chunks="retrieval_context" in metric.reads,
             )
         )
     return bound

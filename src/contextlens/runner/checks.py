@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from contextlens.errors import InputError
-from contextlens.metrics.base import required_fields, unmet_requirement
+from contextlens.fields import unmet_requirement
 from contextlens.retriever import input_error
 from contextlens.runner.binding import BoundMetric
 from contextlens.schemas import Dataset, ModelTestCase
@@ -48,7 +48,7 @@ class CaseChecks:
     seen, nothing else."""
 
     def __init__(self, bound: Sequence[BoundMetric]) -> None:
-        self.needs = [(b, required_fields(b.metric)) for b in bound]
+        self.needs = [(b, b.metric.requires) for b in bound]
         self.seen: dict[tuple[bool, str], int] = {}
         self.done = False
 

@@ -20,7 +20,7 @@ import ray
 from contextlens.engine.cache import NullCache, open_cache
 from contextlens.engine.limiter import DEFAULT_LIMIT
 from contextlens.errors import ContextLensError, InputError
-from contextlens.metrics.base import Metric
+from contextlens.metrics.metric import Metric
 from contextlens.metrics.registry import key_of
 from contextlens.results import EvalRun
 from contextlens.runner import (

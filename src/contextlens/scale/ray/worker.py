@@ -16,7 +16,7 @@ import ray
 from contextlens.engine.accounting import LedgerEntry, LedgerReport
 from contextlens.engine.cache import open_cache
 from contextlens.judges.resolve import resolve_judge
-from contextlens.metrics.base import Metric, own_judge, uses_judge
+from contextlens.metrics.metric import Metric
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner import RunFolder, aevaluate, case_id
 from contextlens.runner.summaries import language_noted
@@ -80,14 +80,14 @@ class Worker:
         return choice if judge is None else judge
 
     def _metric(self, metric: Metric[Any]) -> Metric[Any]:
-        own = own_judge(metric)
-        if own is None or not uses_judge(metric):
+        own = metric.judge
+        if own is None or not metric.uses_judge:
             return metric
         judge = self._judge(own)
         if judge is own:
             return metric
         bound = copy.copy(metric)
-        bound.judge = judge  # type: ignore[attr-defined]
+        bound.config = metric.config.model_copy(update={"judge": judge})
         return bound
 
     async def score(self, shard: str | None, cases: list[Any]) -> Payload:
