@@ -9,11 +9,14 @@ import json
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 from pydantic import BaseModel
 
-from contextlens import ModelTestCase, evaluate
+from contextlens import Batch, Context, Dataset, ModelTestCase, evaluate
 from contextlens.backend import ChatBackend, Completion, JudgeNotReady, Message, Usage
+from contextlens.embeddings.adapters import UserEmbedder, as_embedder
+from contextlens.embeddings.base import identity_of
 from contextlens.engine.accounting import PRICES, Ledger, attribute
 from contextlens.judges import LLMJudge, resolve_judge
 from contextlens.judges.foreign import UserBackend, as_chat_backend
@@ -266,3 +269,43 @@ def test_an_object_without_a_backends_shape_is_refused_naming_what_it_lacks():
 
     with pytest.raises(TypeError, match="key, params, use_structured_output"):
         LLMJudge(Half())
+
+
+# --- embedders --------------------------------------------------------------------------------
+
+
+class PlainEmbedder:
+    """An embedder of the user's with a name and ``embed`` only."""
+
+    name = "plain"
+
+    def __init__(self) -> None:
+        self.identity = {"kind": "plain", "dim": 4}
+        self.active = self.peak = 0
+
+    async def embed(self, texts):
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        await asyncio.sleep(0.01)
+        self.active -= 1
+        rows = np.ones((len(texts), 4), np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_an_embedder_that_declares_nothing_is_adapted_as_not_batching():
+    plain = PlainEmbedder()
+    adapted = as_embedder(plain)
+    assert isinstance(adapted, UserEmbedder) and adapted.batches_concurrent_calls is False
+    assert identity_of(adapted) == identity_of(plain)  # its vectors are cached as before
+    assert as_embedder(adapted) is adapted
+    sessions = [
+        Dataset(
+            session_id=f"s{i}",
+            assistant_id="bot",
+            context=f"Context number {i}: the shop opens at {i % 12 + 1} am.",
+            conversation=[Batch(qa_id="q", query=f"question {i}", assistant=f"answer {i}")],
+        )
+        for i in range(200)
+    ]
+    evaluate(sessions, [Context()], embedder=plain, cache=False, progress=False)
+    assert plain.peak == 32  # twice the default judge bound, not the batching embedder's 512

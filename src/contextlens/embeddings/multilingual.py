@@ -28,6 +28,8 @@ class MultilingualE5Embedder:
 
     name: str = "multilingual-e5-small-q4"
     dim: int = 384
+    #: Each call is its own run of the model, one at a time.
+    batches_concurrent_calls: bool = False
 
     def __init__(self, model: Any = None, memo_size: int = 50_000) -> None:
         if model is None:

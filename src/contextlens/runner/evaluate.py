@@ -340,9 +340,7 @@ def cases_in_flight(bound: Sequence[BoundMetric]) -> int:
     batches concurrent calls, enough to make its batches large (small ones pad more and
     cost more per run)."""
     limits = [b.services.judge.max_connections() for b in bound if b.services.judge is not None]
-    if not limits and all(
-        getattr(b.services.embedder, "batches_concurrent_calls", False) for b in bound
-    ):
+    if not limits and all(b.services.embedder.batches_concurrent_calls for b in bound):
         return OFFLINE_CASES_IN_FLIGHT
     return max(8, 2 * max(limits, default=DEFAULT_LIMIT))
 
