@@ -153,7 +153,7 @@ class ChatBackend(ABC):
             ``"off"``; without a format negotiation, ``use_structured_output``). A reply that
             says otherwise (:class:`Completion`) wins.
         concurrency: its slots, the calls in flight at most (None: the engine's default, or
-            what a local server reports). A run's own bound goes over it.
+            what a local server reports). A run that sets a bound of its own uses that.
         timeout: seconds per call, used unless the judge was given a retry policy (None: the
             policy's).
         local: a server on this machine or network: one call at a time unless
