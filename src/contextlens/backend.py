@@ -22,9 +22,10 @@ Any other exception from a backend counts as fatal. Backends that wrap another l
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypedDict
 
 from pydantic import BaseModel
 
@@ -43,6 +44,7 @@ __all__ = [
     "JudgeNotReady",
     "Message",
     "RateLimited",
+    "ReplyFormat",
     "TransientError",
     "Usage",
     "http_error",
@@ -82,9 +84,9 @@ class Completion:
 
     ``cost`` is the USD the backend says the call cost (a user's model that reports its own);
     None lets the price table estimate it from the usage. ``constrained`` says whether the
-    reply was decoded under the schema; None leaves it to the backend's
-    ``use_structured_output``. A reply that was not is read leniently where a schema allows
-    it (a verdict ``"Yes."`` is ``"yes"``); a constrained one stays strict.
+    reply was decoded under the schema; None leaves it to the backend's ``constrained``. A
+    reply that was not is read leniently where a schema allows it (a verdict ``"Yes."`` is
+    ``"yes"``); a constrained one stays strict.
     """
 
     text: str
@@ -95,44 +97,130 @@ class Completion:
     constrained: bool | None = None
 
 
-@runtime_checkable
-class ChatBackend(Protocol):
+class ReplyFormat(Protocol):
+    """How a backend asks for its replies' format
+    (:class:`~contextlens.judges.formats.FormatNegotiation` is the one contextlens has).
+
+    ``mode`` is the setting (``"auto"``, ``"json_schema"``, ``"json_object"``, ``"off"``) and
+    part of the cache key; ``current`` the format asked for now (``"off"``: the prompt alone).
+    """
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def current(self) -> str: ...
+
+    def reply_options(
+        self, schema: type[BaseModel] | None, messages: Sequence[Message], max_tokens: int | None
+    ) -> tuple[str, dict[str, Any]]:
+        """The format in use and the request fields that shape the reply (``max_tokens``,
+        ``response_format``)."""
+        ...
+
+    def prompt_for(
+        self, messages: Sequence[Message], schema: type[BaseModel] | None, sent: str
+    ) -> list[Message]:
+        """The messages as sent in the format ``sent``."""
+        ...
+
+
+class ChatBackend(ABC):
     """Transport to a chat model: messages in, raw reply out. No parsing, no retries.
 
-    Attributes:
+    A backend subclasses this and declares what it is; what it does not declare keeps the
+    default below. The engine reads these attributes of a backend and nothing else. An object
+    of another class that has ``name``, ``model``, ``key``, ``params``,
+    ``use_structured_output`` and ``complete`` is adapted once, when contextlens is handed it
+    (:func:`~contextlens.judges.foreign.as_chat_backend`).
+
+    Every backend declares:
         name: the kind of backend (``"openai-compat"``, ``"langchain"`` ...).
-        model: the model name, as priced and shown.
-        key: what shares a concurrency limit: every call with the same key, from any
-            metric or run, goes through one limiter. Name the endpoint and the model.
+        model: the model name, as shown (and tokenised, where its tokenizer is known).
+        key: what shares a concurrency limit: every call with the same key, from any metric
+            or run, goes through one limiter. Name the endpoint and the model.
+        complete: see below.
+
+    Declared where they differ from the default:
         params: what changes replies besides the messages (endpoint, temperature, seed ...);
-            JSON-serialisable. With ``name``, ``model`` and ``use_structured_output`` it is
-            the backend's part of the cache key.
-        use_structured_output: whether :meth:`complete` asks the model to follow ``schema``.
+            JSON-serialisable. With ``name``, ``model``, ``use_structured_output`` and the
+            reply format's ``mode`` it is the backend's part of the cache key. Default none.
+        formats: how it asks for the reply's format (None: it sends the messages as they are).
+        use_structured_output: whether :meth:`complete` asks the model to follow ``schema``
+            (default: it negotiates a format other than ``"off"``).
+        constrained: whether its text replies are decoded under the schema (grammar, JSON
+            schema), as far as it knows (default: the format it asks for now is not
+            ``"off"``; without a format negotiation, ``use_structured_output``). A reply that
+            says otherwise (:class:`Completion`) wins.
+        concurrency: its slots, the calls in flight at most (None: the engine's default, or
+            what a local server reports). A run that sets a bound of its own uses that.
+        timeout: seconds per call, used unless the judge was given a retry policy (None: the
+            policy's).
+        local: a server on this machine or network: one call at a time unless
+            :meth:`server_slots` reports more.
+        max_tokens: the completion tokens a call may take (None: sized from the reply
+            schema).
+        price_key: the model name the price table reads its calls' cost by (default
+            ``model``; None: its calls have no price, so no cost cap can bound them).
+        user_object: it calls an object the user made, whose exceptions are the user's.
+        preflight: raises :class:`JudgeNotReady` when no call could succeed (a key that is
+            not set); called before a run's first call.
+        server_slots: how many calls a local server serves at once, when it says.
 
     :meth:`complete` raises :class:`RateLimited`, :class:`TransientError` or
     :class:`FatalError` (see the module docstring); it never sleeps or retries.
-
-    Optional, read by the engine when present: ``timeout`` (seconds per call, used unless
-    the judge was given a retry policy), ``concurrency`` (calls in flight at most, unless the
-    run sets one), ``local`` (a server on this machine or network: one call at a time unless
-    it reports more), ``async server_slots() -> int | None`` (what the server reports),
-    ``preflight()`` (raises :class:`JudgeNotReady` when no call could succeed: a key that is
-    not set), called before a run's first call, and ``constrained`` (whether its text replies
-    are decoded under the schema, when it knows; see :class:`Completion`).
     """
 
     name: str
     model: str
-    key: str
-    params: Mapping[str, Any]
-    use_structured_output: bool
+    formats: ReplyFormat | None = None
+    concurrency: int | None = None
+    timeout: float | None = None
+    local: bool = False
+    max_tokens: int | None = None
+    user_object: bool = False
 
+    @property
+    @abstractmethod
+    def key(self) -> str:
+        """What shares a concurrency limit: the endpoint and the model."""
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """What changes replies besides the messages (part of the cache key)."""
+        return {}
+
+    @property
+    def use_structured_output(self) -> bool:
+        """Whether :meth:`complete` asks the model to follow the reply schema."""
+        return self.formats is not None and self.formats.mode != "off"
+
+    @property
+    def constrained(self) -> bool:
+        """Whether its text replies are decoded under the schema."""
+        if self.formats is not None:
+            return self.formats.current != "off"
+        return self.use_structured_output
+
+    @property
+    def price_key(self) -> str | None:
+        """The model name its calls are priced by (None: they have no price)."""
+        return self.model
+
+    def preflight(self) -> None:
+        """Raise :class:`JudgeNotReady` when no call could succeed; by default, nothing."""
+        return None
+
+    async def server_slots(self) -> int | None:
+        """How many calls the server serves at once, when it says; by default it does not."""
+        return None
+
+    @abstractmethod
     async def complete(
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
     ) -> Completion:
         """Send the messages; with ``schema`` and ``use_structured_output``, ask the model
         to answer in that schema."""
-        ...
 
 
 class JudgeNotReady(ContextLensError):

@@ -3,7 +3,9 @@
 :func:`as_embedder` accepts, in this order of precedence:
 
 * ``None``: the bundled offline model (:func:`~contextlens.embeddings.minilm.default_embedder`);
-* an :class:`Embedder` (``name`` plus ``async embed(texts)``): used as is;
+* an :class:`Embedder` (``name``, ``batches_concurrent_calls`` and ``async embed(texts)``):
+  used as is; one with ``name`` and ``embed`` only, in a :class:`UserEmbedder` (its calls
+  are not batched);
 * a LangChain ``Embeddings`` (``embed_documents`` and ``embed_query``; ``aembed_documents``
   is preferred when present);
 * a LlamaIndex ``BaseEmbedding`` (``aget_text_embedding_batch``, else
@@ -37,6 +39,7 @@ __all__ = [
     "LangChainEmbedder",
     "LlamaIndexEmbedder",
     "NovastackEmbedder",
+    "UserEmbedder",
     "as_embedder",
     "checked_vectors",
 ]
@@ -146,6 +149,27 @@ _IDENTITY_ATTRIBUTES = (
 )
 
 
+class UserEmbedder:
+    """An embedder of the user's with ``name`` and ``async embed`` and nothing else declared:
+    its concurrent calls are not batched. Its name and ``identity`` (when it has one) are its
+    own, so its vectors are cached as they were without the adapter."""
+
+    batches_concurrent_calls = False
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = str(inner.name)
+        identity = getattr(inner, "identity", None)
+        self.identity: dict[str, Any] = identity if isinstance(identity, dict) else {}
+
+    def __repr__(self) -> str:
+        return f"UserEmbedder({self.inner!r})"
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        vectors: NDArray[np.float32] = await self.inner.embed(texts)
+        return vectors
+
+
 class _Adapter:
     """Shared shell: ``name``, empty-input shortcut, batching of concurrent calls, checks."""
 
@@ -246,8 +270,8 @@ def as_embedder(obj: Any = None, *, max_texts: int = MAX_TEXTS_PER_CALL) -> Embe
         from contextlens.embeddings.minilm import default_embedder
 
         return default_embedder()
-    if isinstance(obj, Embedder) and isinstance(getattr(obj, "name", None), str):
-        return obj
+    if isinstance(getattr(obj, "name", None), str) and _has(obj, "embed"):
+        return obj if isinstance(obj, Embedder) else UserEmbedder(obj)
     if (_has(obj, "embed_documents") or _has(obj, "aembed_documents")) and _has(obj, "embed_query"):
         return LangChainEmbedder(obj, max_texts)
     if any(

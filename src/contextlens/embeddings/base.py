@@ -15,6 +15,11 @@ from numpy.typing import NDArray
 class Embedder(Protocol):
     """A batch of texts in, one L2-normalised float32 row per text out.
 
+    ``batches_concurrent_calls`` declares whether concurrent calls are gathered into shared
+    batched runs of the model, so a caller may issue many at once (a run then scores more
+    cases at a time). An object with ``name`` and ``embed`` that does not declare it is
+    adapted once, as not batching (:func:`~contextlens.embeddings.adapters.as_embedder`).
+
     Optional: ``identity``, everything that changes a vector (kind, model, endpoint,
     dimensions, normalisation) as a dict of JSON values; the cache keys its vectors by it
     (by ``name`` when there is none), so two servers serving one model name, or one model at
@@ -22,6 +27,11 @@ class Embedder(Protocol):
     """
 
     name: str
+
+    @property
+    def batches_concurrent_calls(self) -> bool:
+        """Whether concurrent calls share batched runs of the model."""
+        ...
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
 

@@ -28,7 +28,7 @@ class CachedEmbedder:
     @property
     def batches_concurrent_calls(self) -> bool:
         """Whether the inner embedder batches concurrent calls (the misses reach it as is)."""
-        return bool(getattr(self.inner, "batches_concurrent_calls", False))
+        return self.inner.batches_concurrent_calls
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         if isinstance(self.cache, NullCache) or not texts:

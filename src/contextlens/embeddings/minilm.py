@@ -196,8 +196,8 @@ class MiniLMEmbedder:
         with self._init_lock:
             if self._tokenizer is None:
                 if self.tokenizer_path is None:
-                    asset = resources.files("contextlens.embeddings").joinpath(
-                        _ASSET_DIR, "tokenizer.json"
+                    asset = (
+                        resources.files("contextlens.embeddings") / _ASSET_DIR / "tokenizer.json"
                     )
                     tok = Tokenizer.from_str(asset.read_text(encoding="utf-8"))
                 else:

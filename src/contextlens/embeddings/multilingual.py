@@ -28,6 +28,8 @@ class MultilingualE5Embedder:
 
     name: str = "multilingual-e5-small-q4"
     dim: int = 384
+    #: Each call is its own run of the model, one at a time.
+    batches_concurrent_calls: bool = False
 
     def __init__(self, model: Any = None, memo_size: int = 50_000) -> None:
         if model is None:
@@ -43,8 +45,14 @@ class MultilingualE5Embedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        found = {t: self._memo.get(t) for t in dict.fromkeys(texts)}
-        todo = [t for t, v in found.items() if v is None]
+        found: dict[str, NDArray[np.float32]] = {}
+        todo = []
+        for t in dict.fromkeys(texts):
+            memo = self._memo.get(t)
+            if memo is None:
+                todo.append(t)
+            else:
+                found[t] = memo
         if todo:
             with self._lock:  # one engine, one call at a time
                 rows = np.asarray(self._model.query(todo), dtype=np.float32).reshape(len(todo), -1)

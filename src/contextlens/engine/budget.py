@@ -73,13 +73,20 @@ class CostCap:
     def prices(self) -> PriceTable:
         return self._prices if self._prices is not None else PRICES
 
-    def check_priced(self, model: str | None, judge: str) -> None:
-        """``ValueError`` when ``model`` has no price: a cap cannot bound an unknown cost."""
-        if self.prices.price(model) is None:
+    def check_priced(self, price_key: str | None, judge: str) -> None:
+        """``ValueError`` when the calls of ``judge`` have no price (its backend names no
+        ``price_key``, or the table has none for it): a cap cannot bound an unknown cost."""
+        if price_key is None:
             raise ValueError(
-                f"--max-cost needs the price of the judge's model; {judge} has none. Register "
-                "it with contextlens.engine.accounting.PRICES.register(model, prompt_per_"
-                "million, completion_per_million), or run without a cap"
+                f"--max-cost needs the price of the judge's calls; the backend of {judge} "
+                "names no model to price them by (its price_key is None): run without a cap"
+            )
+        if self.prices.price(price_key) is None:
+            raise ValueError(
+                f"--max-cost needs the price of the judge's model; {judge} has none (no price "
+                f"for {price_key!r}). Register it with contextlens.engine.accounting.PRICES."
+                "register(model, prompt_per_million, completion_per_million), or run without a "
+                "cap"
             )
 
     @contextmanager

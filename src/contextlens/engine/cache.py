@@ -151,7 +151,7 @@ class Cache(Closing):
     count completions and embedding vectors looked up or stored through this object.
     """
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = file_path(default_cache_path() if path is None else path, "Cache")
         self.hits = 0
         self.misses = 0

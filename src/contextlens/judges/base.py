@@ -57,7 +57,10 @@ class Judge(Protocol):
     so a runner sizes its work without knowing the judge's class.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The judge as shown and accounted: its kind and model."""
+        ...
 
     def connection_key(self) -> str: ...
 

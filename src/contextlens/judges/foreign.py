@@ -1,6 +1,12 @@
-"""Model classes written for DeepEval or Opik, as chat backends.
+"""Objects of the user's as chat backends: backends of their own, and model classes written
+for DeepEval or Opik.
 
-Users of those libraries wrap any provider in a class of their own; such an object is used as
+A backend of the user's that does not subclass :class:`~contextlens.backend.ChatBackend` (it
+has ``name``, ``model``, ``key``, ``params``, ``use_structured_output`` and ``complete``) is
+adapted once by :func:`as_chat_backend`: what it declares of the rest (``concurrency``,
+``timeout``, ``local`` ...) is read then, the defaults stand for what it does not.
+
+Users of DeepEval or Opik wrap any provider in a class of their own; such an object is used as
 it is, recognised by the methods it has (neither library is imported):
 
 - DeepEval-shaped (``DeepEvalBaseLLM``): ``get_model_name()`` and ``generate(prompt,
@@ -30,20 +36,31 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
 
-from contextlens.backend import BackendError, Completion, InvalidReply, Message, Usage
+from contextlens.backend import (
+    BackendError,
+    ChatBackend,
+    Completion,
+    InvalidReply,
+    Message,
+    Usage,
+)
 from contextlens.judges.errors import as_backend_error, is_reply_error
+from contextlens.judges.formats import FormatNegotiation
 from contextlens.sync import in_thread, on_home_loop
 
 __all__ = [
     "DeepEvalModelBackend",
     "OpikModelBackend",
+    "UserBackend",
+    "as_chat_backend",
+    "is_chat_backend",
     "is_deepeval_model",
     "is_opik_model",
 ]
@@ -57,6 +74,115 @@ _SCALARS = (str, int, float, bool, type(None))
 
 def _has(obj: object, *names: str) -> bool:
     return any(callable(getattr(obj, n, None)) for n in names)
+
+
+#: What an object has to be used as a chat backend without subclassing ChatBackend.
+_BACKEND_ATTRS = ("name", "model", "key", "params", "use_structured_output")
+
+
+def is_chat_backend(obj: object) -> bool:
+    """True for a :class:`ChatBackend`, or an object with its shape: ``name``, ``model``,
+    ``key``, ``params``, ``use_structured_output`` and ``complete``."""
+    if isinstance(obj, ChatBackend):
+        return True
+    return all(hasattr(obj, a) for a in _BACKEND_ATTRS) and _has(obj, "complete")
+
+
+def as_chat_backend(obj: object) -> ChatBackend:
+    """``obj`` as a :class:`ChatBackend`: itself when it is one, else adapted once in a
+    :class:`UserBackend`. ``TypeError`` for an object without a backend's shape."""
+    if isinstance(obj, ChatBackend):
+        return obj
+    if not is_chat_backend(obj):
+        missing = [a for a in (*_BACKEND_ATTRS, "complete") if not hasattr(obj, a)]
+        raise TypeError(
+            f"{type(obj).__name__} is not a chat backend: it lacks {', '.join(missing)}"
+        )
+    return UserBackend(obj)
+
+
+def _count(value: object) -> int | None:
+    """``value`` when it is a whole number above 0 (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if value > 0 else None
+
+
+def _seconds(value: object) -> float | None:
+    """``value`` as seconds when it is a number above 0 (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value > 0 else None
+
+
+class UserBackend(ChatBackend):
+    """A backend of the user's that does not subclass :class:`ChatBackend`, adapted once.
+
+    ``key``, ``params``, ``use_structured_output`` and :meth:`complete` are the object's own,
+    read at each use. What else it declares is read here, once: ``concurrency`` and
+    ``max_tokens`` (a whole number above 0), ``timeout`` (seconds above 0), ``local``,
+    ``constrained`` (a bool), ``price_key``, ``user_object``, ``formats`` (a
+    :class:`~contextlens.judges.formats.FormatNegotiation`), and whether it has
+    ``preflight()`` and ``async server_slots()``; what it does not declare keeps the
+    :class:`ChatBackend` default.
+    """
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self.name = str(obj.name)
+        self.model = str(obj.model)
+        self.concurrency = _count(getattr(obj, "concurrency", None))
+        self.max_tokens = _count(getattr(obj, "max_tokens", None))
+        self.timeout = _seconds(getattr(obj, "timeout", None))
+        self.local = bool(getattr(obj, "local", False))
+        self.user_object = bool(getattr(obj, "user_object", False))
+        formats = getattr(obj, "formats", None)
+        self.formats = formats if isinstance(formats, FormatNegotiation) else None
+        constrained = getattr(obj, "constrained", None)
+        self._constrained = constrained if isinstance(constrained, bool) else None
+        price_key = getattr(obj, "price_key", self.model)
+        self._price_key = price_key if isinstance(price_key, str) or price_key is None else None
+        self._checks = callable(getattr(obj, "preflight", None))
+        self._reports_slots = callable(getattr(obj, "server_slots", None))
+
+    def __repr__(self) -> str:
+        return f"UserBackend({self.obj!r})"
+
+    @property
+    def key(self) -> str:
+        return str(self.obj.key)
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        params: Mapping[str, Any] = self.obj.params
+        return params
+
+    @property
+    def use_structured_output(self) -> bool:
+        return bool(self.obj.use_structured_output)
+
+    @property
+    def constrained(self) -> bool:
+        return super().constrained if self._constrained is None else self._constrained
+
+    @property
+    def price_key(self) -> str | None:
+        return self._price_key
+
+    def preflight(self) -> None:
+        if self._checks:
+            self.obj.preflight()
+
+    async def server_slots(self) -> int | None:
+        if not self._reports_slots:
+            return None
+        return _count(await self.obj.server_slots())
+
+    async def complete(
+        self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
+    ) -> Completion:
+        completion: Completion = await self.obj.complete(messages, schema=schema)
+        return completion
 
 
 def is_deepeval_model(obj: object) -> bool:
@@ -145,7 +271,7 @@ def _json_safe(value: Any) -> Any:
         return None
 
 
-class _UserModelBackend:
+class _UserModelBackend(ChatBackend):
     """What the DeepEval- and Opik-shaped backends share: identity, the call, the reply."""
 
     name = "user-model"
@@ -153,6 +279,8 @@ class _UserModelBackend:
     user_object = True
     #: Text replies are the user's model's own: not known to follow the schema.
     constrained = False
+    #: Whether the model is handed the reply schema (when its method takes one).
+    use_structured_output = True
 
     def __init__(self, obj: Any, model: str, *, use_structured_output: bool | None) -> None:
         self.obj = obj

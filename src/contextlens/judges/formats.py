@@ -76,10 +76,7 @@ def compact_instructions(messages: Sequence[Message], schema: type[BaseModel]) -
     by :func:`enforced_instructions`."""
     pattern = _instructions(schema)
     short = enforced_instructions(schema)
-    return [
-        {**m, "content": pattern.sub(lambda _: short, m["content"])}  # type: ignore[typeddict-item]
-        for m in messages
-    ]
+    return [{**m, "content": pattern.sub(lambda _: short, m["content"])} for m in messages]
 
 
 @lru_cache(maxsize=256)

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from contextlens.backend import Completion, InvalidReply, Message, Usage
+from contextlens.backend import ChatBackend, Completion, InvalidReply, Message, Usage
 from contextlens.judges.errors import as_backend_error, is_reply_error
 from contextlens.judges.formats import FormatNegotiation
 from contextlens.judges.openai_compat import is_local
@@ -73,7 +73,7 @@ def _json_safe(value: Any) -> Any:
         return None
 
 
-class LangChainBackend:
+class LangChainBackend(ChatBackend):
     """Transport through a LangChain chat model.
 
     The reply schema goes through the model's ``with_structured_output`` (constrained
@@ -86,6 +86,7 @@ class LangChainBackend:
     name = "langchain"
     #: It calls the user's own model: a fatal exception of it is the user's.
     user_object = True
+    formats: FormatNegotiation
 
     def __init__(self, chat_model: Any, *, use_structured_output: bool | None = None) -> None:
         if not is_langchain_model(chat_model):
@@ -104,11 +105,6 @@ class LangChainBackend:
         )
         self._structured: dict[tuple[str, type[BaseModel]], Any] = {}
         self.local = bool(self.endpoint) and is_local(str(self.endpoint))
-
-    @property
-    def use_structured_output(self) -> bool:
-        """Whether the reply schema goes through ``with_structured_output``."""
-        return self.formats.mode != "off"
 
     @property
     def key(self) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from contextlens.backend import Completion, JudgeNotReady, Message
+from contextlens.backend import ChatBackend, Completion, JudgeNotReady, Message
 from contextlens.errors import MissingExtraError
 from contextlens.judges.errors import as_backend_error
 from contextlens.judges.formats import FormatNegotiation
@@ -27,7 +27,7 @@ from contextlens.sync import in_thread
 _TRANSPORT_KWARGS = frozenset({"api_key", "extra_headers", "timeout", "num_retries", "max_retries"})
 
 
-class LiteLLMBackend:
+class LiteLLMBackend(ChatBackend):
     """Transport through ``litellm.completion``; needs ``pip install 'contextlens[litellm]'``.
 
     ``params`` (``api_base``, ``api_key``, ``max_tokens`` ...) go with every call. The reply
@@ -36,6 +36,7 @@ class LiteLLMBackend:
     """
 
     name = "litellm"
+    formats: FormatNegotiation
 
     def __init__(
         self,
@@ -67,6 +68,8 @@ class LiteLLMBackend:
         if timeout is not None:
             self.request["timeout"] = timeout
         self.concurrency = concurrency
+        given = params.get("max_tokens")
+        self.max_tokens = given if isinstance(given, int) and given > 0 else None
         self.api_base = params.get("api_base") or params.get("base_url")
         self.local = bool(self.api_base) and is_local(str(self.api_base))
 
@@ -85,11 +88,6 @@ class LiteLLMBackend:
                 f"the judge litellm:{self.model} needs {', '.join(map(str, missing))} set "
                 "(or an api_key passed to it)"
             )
-
-    @property
-    def use_structured_output(self) -> bool:
-        """Whether the reply schema goes as ``response_format``."""
-        return self.formats.mode != "off"
 
     @property
     def key(self) -> str:

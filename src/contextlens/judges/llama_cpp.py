@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from contextlens.backend import Completion, FatalError, Message, Usage
+from contextlens.backend import ChatBackend, Completion, FatalError, Message, Usage
 from contextlens.errors import MissingExtraError
 from contextlens.judges.formats import FormatNegotiation
 from contextlens.judges.spec import JudgeSpec, backend_kind
@@ -34,7 +34,7 @@ __all__ = ["LlamaCppBackend"]
 DEFAULT_TIMEOUT = 300.0
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(ChatBackend):
     """Chat completions from a GGUF file, in process.
 
     Args:
@@ -52,6 +52,10 @@ class LlamaCppBackend:
 
     name = "llama-cpp"
     local = True
+    #: One generation at a time per model (llama.cpp serves one sequence per context).
+    concurrency = 1
+    formats: FormatNegotiation
+    timeout: float
 
     def __init__(
         self,
@@ -85,7 +89,6 @@ class LlamaCppBackend:
         self.timeout = timeout or DEFAULT_TIMEOUT
         mode = structured_output or "auto"
         self.formats = FormatNegotiation("json_object" if mode == "auto" else mode)
-        self.concurrency = 1
         self.llama_kwargs = llama_kwargs
         self._llama: Any = None
         self._lock = threading.Lock()  # one generation at a time, and one load
@@ -96,10 +99,6 @@ class LlamaCppBackend:
     @property
     def key(self) -> str:
         return f"llama-cpp:{self.path}"
-
-    @property
-    def use_structured_output(self) -> bool:
-        return self.formats.mode != "off"
 
     @property
     def params(self) -> dict[str, Any]:

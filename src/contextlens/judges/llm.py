@@ -37,6 +37,7 @@ from contextlens.engine.tokens import BYTES, CHARS, counter_for
 from contextlens.errors import JudgeError
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judgement
 from contextlens.judges.errors import note_failure
+from contextlens.judges.foreign import as_chat_backend
 from contextlens.judges.parsing import (
     ReplyError,
     compact_schema_json,
@@ -71,9 +72,13 @@ class LLMJudge:
     bad reply raises :class:`JudgeError` with the reason, as does a transport failure that
     outlasts the retry policy. Calls in flight on the backend are bounded by the limiter
     its ``key`` shares with every other judge on it (``max_concurrency`` sets that bound;
-    None leaves it as it is); the bound adapts down on rate limits. Replies are cached
-    (``cache=``) by backend, model, parameters, messages, schema and repeat index, so an
-    identical call is never paid for twice.
+    None takes the backend's ``concurrency``, or leaves it as it is); the bound adapts down on
+    rate limits. Replies are cached (``cache=``) by backend, model, parameters, messages,
+    schema and repeat index, so an identical call is never paid for twice.
+
+    ``backend`` is a :class:`ChatBackend`, or an object of its shape, adapted once
+    (:func:`~contextlens.judges.foreign.as_chat_backend`); the judge reads only what a
+    :class:`ChatBackend` declares.
     """
 
     def __init__(
@@ -85,16 +90,16 @@ class LLMJudge:
         cache: Cache | NullCache | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self.backend = backend
+        self.backend = as_chat_backend(backend)
         if max_concurrency is None:
-            max_concurrency = getattr(backend, "concurrency", None)
-        self.limiter = limiter or limiter_for(backend.key, max_concurrency)
-        self.reach = reach_for(backend.key)
+            max_concurrency = self.backend.concurrency
+        self.limiter = limiter or limiter_for(self.backend.key, max_concurrency)
+        self.reach = reach_for(self.backend.key)
         self.cache = cache if cache is not None else NullCache()
         if retry is None:  # the backend's own timeout, when it has one (a local server's is long)
             retry = RetryPolicy()
-            timeout = getattr(backend, "timeout", None)
-            if isinstance(timeout, (int, float)) and timeout > 0:
+            timeout = self.backend.timeout
+            if timeout is not None and timeout > 0:
                 retry = replace(retry, timeout=timeout, budget=max(retry.budget, 3 * timeout))
         self.retry = retry
         # The policy without its timeout: attempt() applies it per call, once a slot is held.
@@ -117,10 +122,8 @@ class LLMJudge:
 
     def preflight(self) -> None:
         """Raise :class:`~contextlens.backend.JudgeNotReady` when no call could succeed (the
-        backend's own check, when it has one)."""
-        check = getattr(self.backend, "preflight", None)
-        if callable(check):
-            check()
+        backend's own check)."""
+        self.backend.preflight()
 
     def with_limiter(self, limiter: Limiter) -> LLMJudge:
         """This judge with its calls bounded by ``limiter`` instead (a copy: the judge a
@@ -131,13 +134,13 @@ class LLMJudge:
 
     def _cache_key(self, messages: list[Message], schema: type[BaseModel]) -> str:
         params = self.backend.params
-        formats = getattr(self.backend, "formats", None)
+        formats = self.backend.formats
         return Cache.key(
             backend=self.backend.name,
             model=self.backend.model,
             params=json.loads(json.dumps(params, default=str)) if params else {},
             structured=bool(self.backend.use_structured_output),
-            mode=getattr(formats, "mode", None),  # the prompt and the reply depend on it
+            mode=formats.mode if formats is not None else None,  # the prompt and reply follow it
             messages=list(messages),
             schema=compact_schema_json(schema),
             repeat=current_repeat.get(),
@@ -152,11 +155,10 @@ class LLMJudge:
     async def _find_limit(self) -> tuple[int, str] | None:
         """The limit a server reports (llama.cpp's slots), else one call at a time for a
         local server that does not say; None for a remote API (the engine's default)."""
-        probe = getattr(self.backend, "server_slots", None)
-        slots = await probe() if callable(probe) else None
+        slots = await self.backend.server_slots()
         if slots:
             return slots, f"{slots} slot(s) reported by the server"
-        if getattr(self.backend, "local", False):
+        if self.backend.local:
             return 1, ONE_AT_A_TIME
         return None
 
@@ -172,20 +174,14 @@ class LLMJudge:
         return Usage(prompt_tokens=prompt, completion_tokens=size.max_tokens)
 
     def _constrained(self, reply: Completion) -> bool:
-        """Whether ``reply`` was decoded under its schema: parsed by the backend, as the reply
-        or the backend says (a cached reply has only the backend's word), or as the reply
-        format the backend uses now (one that stepped down to the prompt alone is not)."""
+        """Whether ``reply`` was decoded under its schema: parsed by the backend, else as the
+        reply says, else as the backend declares (a cached reply has only the backend's word;
+        one that stepped down to the prompt alone is not constrained)."""
         if reply.parsed is not None:
             return True
         if reply.constrained is not None:
             return reply.constrained
-        known = getattr(self.backend, "constrained", None)
-        if isinstance(known, bool):
-            return known
-        current = getattr(getattr(self.backend, "formats", None), "current", None)
-        if isinstance(current, str):
-            return current != "off"
-        return bool(self.backend.use_structured_output)
+        return self.backend.constrained
 
     def read(self, reply: Completion, schema: type[T], *, fence: Fence = DEFAULT_FENCE) -> T:
         """``reply`` validated as this judge reads its replies: strictly when it was decoded
@@ -201,7 +197,7 @@ class LLMJudge:
         )
 
     def _record(self, **counts: Any) -> None:
-        accounting.record(judge=self.name, model=self.backend.model, **counts)
+        accounting.record(judge=self.name, model=self.backend.price_key, **counts)
 
     async def _call(
         self, messages: list[Message], key: str | None, schema: type[BaseModel]
@@ -235,7 +231,7 @@ class LLMJudge:
             # could pass the cap), and a call that cannot have been billed is charged nothing.
             async with self.limiter.slot():
                 with budget.spend(
-                    self.backend.model, lambda: self._worst(messages, schema)
+                    self.backend.price_key, lambda: self._worst(messages, schema)
                 ) as cost:
                     try:
                         reply = await (within(send, timeout) if timeout else send())
@@ -331,7 +327,7 @@ class LLMJudge:
                 raise
             except Exception as exc:
                 self._record(failures=1)
-                note_failure(exc, users=getattr(self.backend, "user_object", False))
+                note_failure(exc, users=self.backend.user_object)
                 raise JudgeError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
             for cache_key, completion in settled:
                 self.cache.put_completion(cache_key, completion)

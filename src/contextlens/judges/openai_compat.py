@@ -1,4 +1,4 @@
-"""A :class:`~contextlens.judges.base.ChatBackend` for any OpenAI-compatible chat API.
+"""A :class:`~contextlens.backend.ChatBackend` for any OpenAI-compatible chat API.
 
 Transport only: one POST to ``{base_url}/chat/completions`` per call, no parsing of the
 content, no retries, no sleeping. Failures are raised as the backend contract's kinds
@@ -13,7 +13,7 @@ import json
 import os
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from contextlens.backend import (
     BackendConnectionError,
     BackendTimeout,
+    ChatBackend,
     Completion,
     FatalError,
     InvalidReply,
@@ -78,7 +79,7 @@ class _LoopSession:
             await self._closer.__anext__()
         return self
 
-    async def _close_at_shutdown(self) -> AsyncIterator[None]:
+    async def _close_at_shutdown(self) -> AsyncGenerator[None, None]:
         try:
             yield
         finally:
@@ -91,7 +92,7 @@ class _LoopSession:
             await self.session.close()
 
 
-class OpenAICompatBackend:
+class OpenAICompatBackend(ChatBackend):
     """Chat completions over HTTP against OpenAI or any server speaking its API.
 
     Args:
@@ -126,6 +127,8 @@ class OpenAICompatBackend:
     """
 
     name = "openai-compat"
+    formats: FormatNegotiation
+    timeout: float
 
     def __init__(
         self,
@@ -176,11 +179,6 @@ class OpenAICompatBackend:
         return (
             f"OpenAICompatBackend(model={self.model!r}, base_url={self.base_url!r}, api_key={key})"
         )
-
-    @property
-    def use_structured_output(self) -> bool:
-        """Whether replies are asked for in a response format (any mode but ``"off"``)."""
-        return self.formats.mode != "off"
 
     @property
     def params(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from contextlens.backend import Completion, FatalError, Message, Usage
+from contextlens.backend import ChatBackend, Completion, FatalError, Message, Usage
 from contextlens.judges.errors import as_backend_error
 from contextlens.judges.formats import FormatNegotiation
 from contextlens.sync import in_thread, on_home_loop
@@ -27,7 +27,7 @@ def is_openai_client(obj: object) -> bool:
     return callable(getattr(completions, "create", None)) and hasattr(obj, "base_url")
 
 
-class OpenAIClientBackend:
+class OpenAIClientBackend(ChatBackend):
     """Chat completions through an ``openai`` SDK client.
 
     Args:
@@ -44,6 +44,7 @@ class OpenAIClientBackend:
     name = "openai-sdk"
     #: It calls the user's own client: a fatal exception of it is the user's.
     user_object = True
+    formats: FormatNegotiation
 
     def __init__(
         self,
@@ -72,11 +73,6 @@ class OpenAIClientBackend:
             k: v for k, v in {"temperature": temperature, "seed": seed}.items() if v is not None
         }
         self.request.update(extra)
-
-    @property
-    def use_structured_output(self) -> bool:
-        """Whether the reply schema goes as ``response_format``."""
-        return self.formats.mode != "off"
 
     @property
     def key(self) -> str:

@@ -5,9 +5,10 @@
 - a spec string (``"openai:MODEL"``, ``"http://HOST:PORT/v1#MODEL"``, ...) or a
   :class:`~contextlens.judges.spec.JudgeSpec`: the backend it names (see
   :mod:`contextlens.judges.spec`).
-- a :class:`Judge` is used as is; a :class:`ChatBackend`, a DeepEval-shaped or Opik-shaped
-  model class (:mod:`contextlens.judges.foreign`), a LangChain chat model or an ``openai``
-  SDK client wrapped in :class:`OpenAIClientBackend` become an :class:`LLMJudge`.
+- a :class:`Judge` is used as is; a :class:`ChatBackend` (or an object of its shape, adapted
+  once), a DeepEval-shaped or Opik-shaped model class (:mod:`contextlens.judges.foreign`), a
+  LangChain chat model or an ``openai`` SDK client wrapped in :class:`OpenAIClientBackend`
+  become an :class:`LLMJudge`.
 
 :func:`as_backend` only builds objects (it changes no shared state, so a metric may call it
 when constructed); :func:`resolve_judge` attaches the engine: cache, the run's limiters,
@@ -26,6 +27,8 @@ from contextlens.judges.base import Judge
 from contextlens.judges.foreign import (
     DeepEvalModelBackend,
     OpikModelBackend,
+    UserBackend,
+    is_chat_backend,
     is_deepeval_model,
     is_opik_model,
 )
@@ -66,7 +69,8 @@ def as_backend(
     specs, under the spec's own settings); a DeepEval-shaped model is wrapped in a
     :class:`DeepEvalModelBackend`, an Opik-shaped one in an :class:`OpikModelBackend`, a
     LangChain model in a :class:`LangChainBackend` (``use_structured_output`` applies to
-    them too); a backend or a judge is kept.
+    them too); a backend or a judge is kept, an object of a backend's shape adapted in a
+    :class:`~contextlens.judges.foreign.UserBackend`.
     """
     if model is None:
         return None
@@ -80,6 +84,8 @@ def as_backend(
         return spec.model_copy(update={"settings": spec.settings.over(defaults)}).build()
     if isinstance(model, (Judge, ChatBackend)):
         return model
+    if is_chat_backend(model):
+        return UserBackend(model)
     if is_openai_client(model):
         raise TypeError(
             f"an {type(model).__name__} client does not say which model to ask: pass "
@@ -128,6 +134,5 @@ def resolve_judge(
         return choice.with_limiter(limits.limiter(choice.connection_key()))
     if isinstance(choice, Judge):
         return choice
-    own = getattr(choice, "concurrency", None)
-    limiter = limits.limiter(choice.key, own if isinstance(own, int) else None)
+    limiter = limits.limiter(choice.key, choice.concurrency)
     return LLMJudge(choice, limiter=limiter, cache=cache, retry=retry)

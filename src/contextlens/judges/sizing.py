@@ -16,8 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from contextlens.backend import Message
-from contextlens.judges.formats import FormatNegotiation
+from contextlens.backend import ChatBackend, Message
 from contextlens.judges.schema import reply_token_budget, wire_schema
 
 __all__ = ["CallSize", "call_size", "shortest_reply", "typical_reply"]
@@ -40,14 +39,17 @@ class CallSize:
     max_tokens: int
 
 
-def call_size(backend: Any, messages: Sequence[Message], schema: type[BaseModel]) -> CallSize:
+def call_size(
+    backend: ChatBackend | None, messages: Sequence[Message], schema: type[BaseModel]
+) -> CallSize:
     """The call ``backend`` would send for ``messages`` and ``schema``, in the reply format it
-    uses now; a backend without a format negotiation sends the messages as they are."""
-    formats = getattr(backend, "formats", None)
-    max_tokens = getattr(backend, "max_tokens", None)
-    if not isinstance(max_tokens, int) or max_tokens <= 0:
+    uses now; a backend without a format negotiation (or none known) sends the messages as
+    they are."""
+    formats = backend.formats if backend is not None else None
+    max_tokens = backend.max_tokens if backend is not None else None
+    if max_tokens is not None and max_tokens <= 0:
         max_tokens = None
-    if isinstance(formats, FormatNegotiation) and getattr(backend, "use_structured_output", True):
+    if formats is not None and backend is not None and backend.use_structured_output:
         sent, options = formats.reply_options(schema, messages, max_tokens)
         fmt = options.get("response_format") or {}
         wire = fmt["json_schema"].get("schema") if "json_schema" in fmt else fmt.get("schema")
@@ -89,7 +91,8 @@ def _fill(node: Any, typical: bool) -> Any:
 def shortest_reply(schema: type[BaseModel]) -> dict[str, Any]:
     """The smallest reply the wire schema admits: the first of each choice, empty texts,
     the fewest list entries."""
-    return _fill(wire_schema(schema, bounded=True), typical=False)  # type: ignore[no-any-return]
+    reply: dict[str, Any] = _fill(wire_schema(schema, bounded=True), typical=False)
+    return reply
 
 
 def typical_reply(schema: type[BaseModel]) -> str:

@@ -13,6 +13,7 @@ from contextlens.engine.cache import Cache, NullCache
 from contextlens.engine.limiter import Limits
 from contextlens.engine.retry import RetryPolicy
 from contextlens.judges.base import Judge
+from contextlens.judges.llm import LLMJudge
 from contextlens.judges.resolve import resolve_judge
 from contextlens.metrics import registry
 from contextlens.metrics.base import DEFAULT_PASS, Services
@@ -114,8 +115,8 @@ def bind_metrics(
     run's; every judge takes its limiter from ``limits`` and its replies from ``cache``.
     A metric's pass mark is ``thresholds[its name]`` (any name of it), else its own
     ``threshold``, else its :meth:`~contextlens.metrics.metric.Metric.pass_mark` (None: no
-    pass mark, for a metric whose score is not a probability). Each judge's
-    ``preflight`` runs once here, before any call (unless ``preflight`` is False)."""
+    pass mark, for a metric whose score is not a probability). The ``preflight`` of each
+    judge's backend runs once here, before any call (unless ``preflight`` is False)."""
     keys = [registry.key_of(m) for m in metrics]
     marks = pass_marks_for(thresholds or {}, keys)
 
@@ -132,11 +133,10 @@ def bind_metrics(
     for metric in metrics:
         own, own_emb = metric.judge, metric.embedder
         judge_obj = run_judge if own is None else judge_for(own)
-        if metric.uses_judge and judge_obj is not None and id(judge_obj) not in checked:
+        if metric.uses_judge and isinstance(judge_obj, LLMJudge) and id(judge_obj) not in checked:
             checked.add(id(judge_obj))
-            check = getattr(judge_obj, "preflight", None)
-            if preflight and callable(check):  # a judge that cannot work says so now
-                check()
+            if preflight:  # a judge that cannot work says so now
+                judge_obj.preflight()
         key = registry.key_of(metric)
         bound.append(
             BoundMetric(

@@ -27,13 +27,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from contextlens.backend import Message, Usage
+from contextlens.backend import ChatBackend, Message, Usage
 from contextlens.engine import accounting
 from contextlens.engine.accounting import PRICES, LedgerReport, PriceTable
 from contextlens.engine.tokens import counter_for
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judge, Judgement
-from contextlens.judges.parsing import parse_reply
+from contextlens.judges.llm import LLMJudge
 from contextlens.judges.sizing import call_size, shortest_reply, typical_reply
+from contextlens.schemas import MetricKey
 from contextlens.terminal import safe
 
 __all__ = ["CostEstimate", "DryRunJudge", "MetricEstimate", "measured_completions"]
@@ -57,13 +58,15 @@ class DryRunJudge:
     """A judge that makes no call: it counts what ``inner`` would send and answers with the
     shortest valid reply, or with the cached reply when ``inner``'s cache has it.
     ``measured``: mean completion tokens per call, by metric key, to expect instead of a
-    typical reply."""
+    typical reply. A judge that is not an :class:`LLMJudge` makes its own calls: they are
+    counted with the messages as they are, and have no price."""
 
     def __init__(self, inner: Judge, measured: Mapping[str, float] | None = None) -> None:
         self.inner = inner
         self.name = inner.name
-        self.backend = getattr(inner, "backend", None)
-        self.model = getattr(self.backend, "model", None) if self.backend is not None else None
+        self.backend: ChatBackend | None = inner.backend if isinstance(inner, LLMJudge) else None
+        self.model = self.backend.model if self.backend is not None else None
+        self.price_key = self.backend.price_key if self.backend is not None else None
         self.measured = dict(measured or {})
         self.tallies: dict[str, _Tally] = {}
 
@@ -84,17 +87,12 @@ class DryRunJudge:
         self, messages: Sequence[Message], schema: type[T], *, fence: Fence = DEFAULT_FENCE
     ) -> Judgement[T]:
         tally = self._tally()
-        cached = getattr(self.inner, "cached", None)
-        hit = cached(messages, schema) if callable(cached) else None
-        if hit is not None:
+        inner = self.inner if isinstance(self.inner, LLMJudge) else None
+        hit = inner.cached(messages, schema) if inner is not None else None
+        if inner is not None and hit is not None:
             tally.cache_hits += 1
-            accounting.record(judge=self.name, model=self.model, cache_hits=1)
-            read = getattr(self.inner, "read", None)
-            output = (
-                read(hit, schema, fence=fence)
-                if callable(read)
-                else parse_reply(hit.text, schema, parsed=hit.parsed, bos=fence.bos, eos=fence.eos)
-            )
+            accounting.record(judge=self.name, model=self.price_key, cache_hits=1)
+            output = inner.read(hit, schema, fence=fence)
             return Judgement(output=output, raw=hit.text, usage=Usage(), latency=0.0)
         size = call_size(self.backend, messages, schema)
         counter = counter_for(self.model)
@@ -114,7 +112,7 @@ class DryRunJudge:
         tally.completion_high += max(size.max_tokens, low)
         tally.tokenizer = counter.name
         usage = Usage(prompt_tokens=prompt, completion_tokens=round(expected))
-        accounting.record(judge=self.name, model=self.model, calls=1, usage=usage)
+        accounting.record(judge=self.name, model=self.price_key, calls=1, usage=usage)
         return Judgement(
             output=schema.model_validate(reply), raw=json.dumps(reply), usage=usage, latency=0.0
         )
@@ -188,8 +186,8 @@ class CostEstimate(BaseModel):
 
 
 def estimate_of(
-    keys: Iterable[str],
-    judges: Mapping[str, DryRunJudge | None],
+    keys: Iterable[MetricKey],
+    judges: Mapping[MetricKey, DryRunJudge | None],
     cases: int,
     prices: PriceTable | None = None,
 ) -> CostEstimate:
@@ -201,12 +199,13 @@ def estimate_of(
         judge = judges.get(key)
         tally = judge.tallies.get(key, _Tally()) if judge is not None else _Tally()
         model = judge.model if judge is not None else None
+        price_key = judge.price_key if judge is not None else None
         expected = round(tally.completion_expected)
 
-        def cost(completion: int, tally: _Tally = tally, model: str | None = model) -> Any:
+        def cost(completion: int, tally: _Tally = tally, price_key: str | None = price_key) -> Any:
             if not tally.calls:
                 return 0.0
-            return table.cost(model, Usage(tally.prompt_tokens, completion))
+            return table.cost(price_key, Usage(tally.prompt_tokens, completion))
 
         rows.append(
             MetricEstimate(
@@ -229,7 +228,7 @@ def estimate_of(
     return CostEstimate(cases=cases, metrics=rows)
 
 
-def measured_completions(out: Path | None, judges: Mapping[str, str]) -> dict[str, float]:
+def measured_completions(out: Path | None, judges: Mapping[MetricKey, str]) -> dict[str, float]:
     """Mean completion tokens per call of each metric (key -> its judge's name) in the
     completed runs under ``out`` (their ``summary.json``, the 20 newest), where there are
     any; a folder that cannot be read has none."""
@@ -239,6 +238,7 @@ def measured_completions(out: Path | None, judges: Mapping[str, str]) -> dict[st
         summaries = sorted(out.glob("*/summary.json"), key=lambda p: p.stat().st_mtime)[-20:]
     except OSError:
         return {}
+    wanted = {str(metric): judge for metric, judge in judges.items()}
     totals: dict[str, list[int]] = {}
     for path in summaries:
         try:
@@ -247,7 +247,7 @@ def measured_completions(out: Path | None, judges: Mapping[str, str]) -> dict[st
         except (OSError, ValueError, KeyError, TypeError):
             continue  # the estimate goes on from the schemas
         for entry in entries:
-            if entry.metric in judges and judges[entry.metric] == entry.judge and entry.calls:
+            if wanted.get(entry.metric) == entry.judge and entry.calls:
                 pair = totals.setdefault(entry.metric, [0, 0])
                 pair[0] += entry.completion_tokens
                 pair[1] += entry.calls

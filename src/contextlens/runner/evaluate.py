@@ -315,8 +315,10 @@ def _dry_run_metrics(
 
 def cost_cap(bound: Sequence[BoundMetric], max_cost: float | None) -> CostCap | None:
     """The cap of a run's judge calls (None without ``max_cost``); a ValueError when a
-    judge's cost cannot be known: its calls are not sent by contextlens, or its model has no
-    price."""
+    judge's cost cannot be known: its calls are not sent by contextlens, or its backend's
+    ``price_key`` has no price."""
+    from contextlens.judges.llm import LLMJudge
+
     if max_cost is None:
         return None
     cap = CostCap(max_cost)
@@ -324,13 +326,12 @@ def cost_cap(bound: Sequence[BoundMetric], max_cost: float | None) -> CostCap | 
         judge = b.services.judge
         if judge is None:
             continue
-        backend = getattr(judge, "backend", None)
-        if backend is None:
+        if not isinstance(judge, LLMJudge):
             raise ValueError(
                 f"--max-cost: the judge {judge.name} of {b.key} makes its own calls, so "
                 "contextlens cannot bound their cost; give a judge spec or a chat model"
             )
-        cap.check_priced(getattr(backend, "model", None), judge.name)
+        cap.check_priced(judge.backend.price_key, judge.name)
     return cap
 
 
@@ -339,9 +340,7 @@ def cases_in_flight(bound: Sequence[BoundMetric]) -> int:
     batches concurrent calls, enough to make its batches large (small ones pad more and
     cost more per run)."""
     limits = [b.services.judge.max_connections() for b in bound if b.services.judge is not None]
-    if not limits and all(
-        getattr(b.services.embedder, "batches_concurrent_calls", False) for b in bound
-    ):
+    if not limits and all(b.services.embedder.batches_concurrent_calls for b in bound):
         return OFFLINE_CASES_IN_FLIGHT
     return max(8, 2 * max(limits, default=DEFAULT_LIMIT))
 
