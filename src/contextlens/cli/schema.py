@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from contextlens.cli.application import out
-from contextlens.cli.run import _kind
+from contextlens.cli.run.plan import kind_name
 from contextlens.fields import FieldTable
 from contextlens.terminal import table
 
@@ -49,7 +49,7 @@ def schema() -> None:
     rows = [
         [
             info.name,
-            _kind(info.case_type),
+            kind_name(info.case_type),
             ", ".join(info.reads) or "-",
             _needs(info.requires),
             info.description,

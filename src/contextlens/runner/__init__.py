@@ -4,6 +4,8 @@
 - :mod:`~contextlens.runner.binding`: the run's metrics with their keys and services.
 - :mod:`~contextlens.runner.checks`: what a case must meet before it is scored; its id.
 - :mod:`~contextlens.runner.evaluate`: ``evaluate`` / ``aevaluate``, one async code path.
+- :mod:`~contextlens.runner.loop`: the run loop ``aevaluate`` builds: cases in flight, results
+  written as they come.
 - :mod:`~contextlens.runner.summaries`: items folded into summaries; the :class:`EvalRun`.
 - :mod:`~contextlens.runner.folder`: the run's folder, ``latest``, ``results.jsonl``.
 - :mod:`~contextlens.runner.gates`: pass marks checked against a run, named before it runs.
@@ -21,11 +23,11 @@ from contextlens.runner.evaluate import (
     aevaluate,
     cases_in_flight,
     evaluate,
-    score_item,
 )
 from contextlens.runner.executor import EXECUTORS, Executor, resolve_executor
 from contextlens.runner.folder import LATEST, ResultSink, RunFolder, latest_run, new_run_id
 from contextlens.runner.gates import Gate, parse_gates, parse_pass_marks
+from contextlens.runner.loop import score_item
 from contextlens.runner.progress import ProgressBar, progress_bar
 from contextlens.runner.summaries import Tally, finish_run, summary_of
 

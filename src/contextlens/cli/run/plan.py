@@ -1,0 +1,201 @@
+"""The plan step of ``contextlens run``: every option, the file and its metrics checked before
+the first judge call, and the run they make."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from contextlens.cli.application import UsageProblem, err
+from contextlens.cli.formats import Outputs
+from contextlens.cli.history import parse_tags
+from contextlens.cli.options import build_metrics, judge_option, load_object, progress_option
+from contextlens.cli.run.args import RunArgs
+from contextlens.cli.run.gate import parse_max_failures
+from contextlens.errors import ContextLensError, InputError
+from contextlens.schemas import Dataset, MetricKey, ModelTestCase
+from contextlens.terminal import line
+
+if TYPE_CHECKING:
+    from contextlens.loaders import Counted
+    from contextlens.runner import Gate, RunConfig, RunFolder
+
+__all__ = ["RunPlan", "kind_name", "planned"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the options give before the file is read: each checked."""
+
+    outputs: Outputs
+    tags: dict[str, str]
+    judge: Any
+    embedder: Any
+    folder: RunFolder
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A run ready to go: its file (``source``, readable again), metrics, gates, settings,
+    cases (read lazily, their number known) and where it runs (``executor``; None: here)."""
+
+    args: RunArgs
+    source: Path
+    folder: RunFolder
+    outputs: Outputs
+    metrics: list[Any]
+    keys: list[MetricKey]
+    gates: list[Gate]
+    config: RunConfig
+    cases: Counted
+    executor: Any
+
+
+@contextmanager
+def planned(args: RunArgs) -> Iterator[RunPlan]:
+    """The plan of the run ``args`` ask for, made before any judge call: a mistake in the
+    options is a usage problem, a bad file an :class:`InputError`. The file stays readable
+    (standard input: a temporary copy) until the block ends."""
+    from contextlens.loaders import readable
+
+    settings = checked_settings(args)
+    with readable(args.data, args.input_format) as source:
+        yield plan_of(args, settings, source)
+
+
+def checked_settings(args: RunArgs) -> Settings:
+    """The options that need no file, checked in the order the command says them."""
+    from contextlens.runner import RunFolder
+
+    if args.fail_mode not in ("point", "interval"):
+        raise UsageProblem(f"--fail-mode must be point or interval, got {args.fail_mode!r}")
+    parse_max_failures(args.max_failures)
+    if args.max_cost is not None and not args.max_cost > 0:
+        raise UsageProblem(f"--max-cost expects a positive number of USD, got {args.max_cost:g}")
+    if args.max_cost is not None and args.ray is not None:
+        raise UsageProblem("--max-cost caps a run on this machine; run it without --ray")
+    outputs = Outputs(junit=args.junit, markdown=args.markdown, csv=args.csv)
+    outputs.check()
+    tags = parse_tags(args.tag)
+    judge = judge_option(
+        args.judge,
+        timeout=args.judge_timeout,
+        max_tokens=args.max_tokens,
+        structured_output=args.structured_output,
+    )
+    embedder = load_object(args.embedder) if args.embedder and args.embedder != "minilm" else None
+    folder = RunFolder(args.out_dir)
+    if not args.dry_run:
+        folder.check()  # an --out that cannot be written is said before any work
+    return Settings(outputs, tags, judge, embedder, folder)
+
+
+def plan_of(args: RunArgs, settings: Settings, source: Path) -> RunPlan:
+    """The run over ``source``: its metrics (by ``-m``, else the one its cases take), gates
+    and pass marks named, every case read and checked."""
+    from contextlens.loaders import Counted, case_kind, check_cases, load_cases
+    from contextlens.metrics.registry import key_of
+    from contextlens.runner import parse_gates, parse_pass_marks
+
+    kind = case_kind(source)
+    metrics = build_metrics(args.metric or [_default_metric(kind)])
+    keys = [key_of(m) for m in metrics]
+    try:
+        gates = parse_gates(args.fail_under, keys, mode=args.fail_mode)  # type: ignore[arg-type]
+        pass_marks = parse_pass_marks(args.threshold, keys)
+    except (ValueError, ContextLensError) as exc:
+        raise UsageProblem(str(exc)) from None
+    _check_case_types(kind, keys, metrics, args.data)
+    executor = None if args.dry_run else _ray_executor(args.ray)
+    config = _config(args, settings, pass_marks)
+    _, count = check_cases(source, list(zip(keys, metrics, strict=True)))  # no call yet
+    cases = Counted(load_cases(source)[1], count)
+    return RunPlan(
+        args=args,
+        source=source,
+        folder=settings.folder,
+        outputs=settings.outputs,
+        metrics=metrics,
+        keys=keys,
+        gates=gates,
+        config=config,
+        cases=cases,
+        executor=executor,
+    )
+
+
+def _config(args: RunArgs, settings: Settings, pass_marks: dict[MetricKey, float]) -> RunConfig:
+    from contextlens.runner import RunConfig
+
+    return RunConfig(
+        judge=settings.judge,
+        embedder=settings.embedder,
+        max_concurrency=args.concurrency,
+        repeats=args.repeats,
+        cache=False if args.cache == "off" else (args.cache or True),
+        out=settings.folder,
+        store=False if args.no_store else args.store,
+        thresholds=pass_marks,
+        max_cost=args.max_cost,
+        progress=progress_option("run", args.quiet),
+        name=args.name,
+        tags=settings.tags,
+    )
+
+
+def _check_case_types(kind: str, keys: list[MetricKey], metrics: list[Any], data: Path) -> None:
+    """An :class:`InputError` for a metric that does not take what the file holds."""
+    holds = Dataset if kind == "sessions" else ModelTestCase
+    for key, m in zip(keys, metrics, strict=True):
+        if not issubclass(holds, m.case_type):
+            raise InputError(
+                f"metric {key!r} takes {kind_name(m.case_type)}, but the file holds "
+                f"{kind.replace('_', ' ')} (see `contextlens schema`)",
+                file=str(data),
+            )
+
+
+def _default_metric(kind: str) -> str:
+    """The metric a run without ``-m`` means: the one registered metric that takes what the
+    file holds (said on stderr); a usage problem naming the choices when there are several."""
+    from contextlens.metrics import registry
+
+    holds = Dataset if kind == "sessions" else ModelTestCase
+    fitting = [i.name for i in registry.registered().values() if issubclass(holds, i.case_type)]
+    what = kind.replace("_", " ")
+    if len(fitting) == 1:
+        err.print(line(f"no -m given: the file holds {what}, which only {fitting[0]!r} scores"))
+        return fitting[0]
+    raise UsageProblem(
+        f"name the metric(s) with -m: the file holds {what}, which "
+        f"{', '.join(fitting) or 'no registered metric'} score (`contextlens schema`)"
+    )
+
+
+def kind_name(case_type: type) -> str:
+    """What a metric's ``case_type`` is called on the command line."""
+    if issubclass(case_type, Dataset):
+        return "sessions"
+    if issubclass(case_type, ModelTestCase):
+        return "test cases"
+    return case_type.__name__
+
+
+def _ray_executor(address: str | None) -> Any:
+    """The executor ``--ray ADDRESS`` asks for (None: run here)."""
+    if address is None:
+        return None
+    if not address.strip():
+        raise UsageProblem("--ray expects ADDRESS, auto or local")
+    from contextlens.runner import resolve_executor
+
+    try:
+        executor: Any = resolve_executor("ray")
+    except ImportError as exc:
+        raise UsageProblem(str(exc)) from None
+    executor.address = None if address == "local" else address
+    executor.preflight()  # a cluster that is not there is said now, before any work
+    return executor
