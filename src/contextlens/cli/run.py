@@ -30,6 +30,8 @@ from contextlens.cli.options import (
 )
 from contextlens.engine.accounting import Counts
 from contextlens.errors import ContextLensError, InputError
+from contextlens.provenance import DataFile
+from contextlens.results import RecordedConfig
 from contextlens.schemas import Dataset, ModelTestCase
 from contextlens.terminal import line, table
 
@@ -230,7 +232,6 @@ def run(
     from contextlens.loaders import Counted, case_kind, check_cases, load_cases, readable
     from contextlens.metrics.registry import key_of
     from contextlens.runner import RunConfig, RunFolder, evaluate, parse_gates, parse_pass_marks
-    from contextlens.store import fingerprint_file
 
     if fail_mode not in ("point", "interval"):
         raise UsageProblem(f"--fail-mode must be point or interval, got {fail_mode!r}")
@@ -280,14 +281,16 @@ def run(
             progress=progress_option("run", quiet),
             name=name,
             tags=tags,
+            data_file=DataFile.of(data, read=source),  # the path as given, the bytes read
+            command=command_line(),
         )
         _, count = check_cases(source, list(zip(keys, metrics, strict=True)))  # no call yet
         cases = Counted(load_cases(source)[1], count)
         if dry_run:
             out.print(estimate_table(evaluate(cases, metrics, config=config, dry_run=True)))
             return
-        recorded = {"data": str(data), "metrics": list(keys), **config.describe()}
-        fingerprint = None if no_store else fingerprint_file(source)
+        recorded = config.describe().with_extra({"data": str(data), "metrics": list(keys)})
+        fingerprint = config.data_file.sha256 if config.data_file is not None else None
         runs_store = _start(folder, config, recorded, data=data, fingerprint=fingerprint)
         with _recorded(runs_store, folder.run_id):
             result = evaluate(cases, metrics, executor=executor, config=config)
@@ -324,7 +327,7 @@ def _ray_executor(address: str | None) -> Any:
     except ImportError as exc:
         raise UsageProblem(str(exc)) from None
     executor.address = None if address == "local" else address  # type: ignore[attr-defined]
-    executor.preflight()  # a cluster that is not there is said now, before any work
+    executor.preflight()  # type: ignore[attr-defined]  # a missing cluster is said now
     return executor
 
 
@@ -337,7 +340,7 @@ def command_line() -> str:
 
 
 def _start(
-    folder: Any, config: Any, recorded: dict[str, Any], *, data: Path, fingerprint: str | None
+    folder: Any, config: Any, recorded: RecordedConfig, *, data: Path, fingerprint: str | None
 ) -> Any:
     """The run store, with the run recorded as running (None when the run is not stored)."""
     if config.store is False:
@@ -348,13 +351,13 @@ def _start(
         runs_store = RunStore(config.store)
         runs_store.start(
             folder.run_id,
-            judge=recorded["judge"],
+            judge=recorded.judge or "",
             repeats=config.repeats,
             out_dir=folder.path,
             config=recorded,
             dataset=data,
             dataset_fingerprint=fingerprint,
-            command=command_line(),
+            command=config.command,
         )
     except StoreError as exc:  # the history is a side file: the run goes on, unrecorded
         _side_file_warning(f"this run is not recorded in the run store: {exc}")
@@ -398,7 +401,7 @@ def finish(
     folder: Any,
     runs_store: Any,
     *,
-    config: dict[str, Any],
+    config: RecordedConfig,
     data: Path,
     fingerprint: str | None,
     offline_note: bool = True,
