@@ -23,6 +23,7 @@ from contextlens.metrics import registry
 from contextlens.metrics.base import Services
 from contextlens.metrics.context_precision import ContextPrecisionScorer
 from contextlens.pytest_plugin import assert_context
+from contextlens.results import RecordedConfig
 from contextlens.runner import RunConfig
 from contextlens.testing import FakeOpenAIServer
 from support.relevancy import all_relevant
@@ -255,8 +256,8 @@ def test_the_run_configuration_is_built_once_and_recorded(tmp_path, run_cli):
     config = RunConfig(judge="http://127.0.0.1:9/v1#m?timeout=30", max_concurrency=3)
     assert config.judge.kind == "http" and config.judge.settings.timeout == 30
     described = config.describe()
-    assert described["judge"] == "http://127.0.0.1:9/v1#m?timeout=30.0"
-    assert described["max_concurrency"] == 3
+    assert described.judge == "http://127.0.0.1:9/v1#m?timeout=30.0"
+    assert described.max_concurrency == 3
     cases = write_jsonl(tmp_path / "cases.jsonl", ROWS)
     store = tmp_path / "runs.sqlite3"
     out = tmp_path / "out"
@@ -271,8 +272,12 @@ def test_the_run_configuration_is_built_once_and_recorded(tmp_path, run_cli):
 
     [info] = RunStore(store).list_runs()
     recorded = RunStore(store).load(info.run_id)
-    assert recorded.config["max_concurrency"] == 5
-    assert recorded.config["metrics"] == ["context-similarity"]
+    assert recorded.config.max_concurrency == 5
+    assert recorded.config.model_extra == {"data": str(cases), "metrics": ["context-similarity"]}
+    logged = RecordedConfig.model_validate(summary["config"])  # summary.json, typed
+    assert logged.model_dump() == {
+        k: v for k, v in recorded.config.model_dump().items() if k not in ("data", "metrics")
+    }
 
 
 def test_the_run_options_are_the_configuration_fields():

@@ -15,6 +15,8 @@ import pytest
 from contextlens import store as store_mod
 from contextlens.engine.accounting import Counts, LedgerReport
 from contextlens.errors import InputError
+from contextlens.provenance import DataFile, current_provenance
+from contextlens.results import RecordedConfig
 from contextlens.runner import EvalRun, ItemResult, MetricSummary, evaluate
 from contextlens.schemas import MetricResult, ModelTestCase
 from contextlens.store import (
@@ -70,9 +72,10 @@ def store(tmp_path):
 
 
 def test_round_trip(store, tmp_path):
-    run = make_run("abc123def456", [0.5, None, 0.25])
     data = tmp_path / "data.jsonl"
     data.write_text("{}\n")
+    run = make_run("abc123def456", [0.5, None, 0.25])
+    run.provenance = current_provenance(data_file=DataFile.of(data), command="contextlens run x")
     rid = store.record(
         run,
         config={"metrics": ["m"], "args": {"out": tmp_path}},
@@ -91,9 +94,12 @@ def test_round_trip(store, tmp_path):
         "minilm",
         run.started_at,
     )
-    assert loaded.config == {"metrics": ["m"], "args": {"out": str(tmp_path)}}
+    assert loaded.config.model_extra == {"metrics": ["m"], "args": {"out": str(tmp_path)}}
     assert loaded.dataset == str(data)
     assert loaded.dataset_fingerprint == fingerprint_file(data)
+    assert loaded.provenance == run.provenance  # typed, as the run recorded it
+    assert loaded.provenance.data_file.sha256 == fingerprint_file(data)
+    assert loaded.provenance.packages["numpy"] == np.__version__
     assert set(loaded.versions) == {"contextlens", "python", "numpy", "onnxruntime"}
     assert loaded.versions["numpy"] == np.__version__
     assert [f.case_id for f in loaded.failures()] == ["c1"]
@@ -385,7 +391,7 @@ def test_runs_are_named_tagged_and_filtered(store):
         ("other", "ad-hoc", {}, "2024-01-04T00:00:00+00:00"),
     ):
         run = make_run(run_id, [0.5], started=started)
-        run.config = {"name": name, "tags": tags}
+        run.config = RecordedConfig(name=name, tags=tags)
         run.data_fingerprint = f"fp-{run_id}"
         store.record(run)
     assert [i.run_id for i in store.list_runs(name="nightly")] == ["n3", "n2", "n1"]
@@ -421,7 +427,7 @@ def test_a_store_of_version_2_gets_names_and_tags(tmp_path):
         (info,) = migrated.list_runs()
         assert (info.run_id, info.name, info.tags) == ("kept", None, {})
         run = make_run("named", [0.1])
-        run.config = {"name": "nightly"}
+        run.config = RecordedConfig(name="nightly")
         migrated.record(run)
         assert [i.run_id for i in migrated.list_runs(name="nightly")] == ["named"]
     conn = sqlite3.connect(path)

@@ -4,20 +4,30 @@ A comparison of two runs means what it seems to only when the runs differ in the
 being tried. :func:`differences` names everything else that differs: a metric's judge, its
 pass mark, its settings, its prompts (or offline models), the data (the cases' fingerprint,
 the data file's hash), the set of cases (and a run stopped before all of them), and the
-contextlens version.
+contextlens version; in a milder note, the Python version and the runtime of the offline
+models. Versions and data files are read from each run's
+:class:`~contextlens.provenance.Provenance`, the same whether a run was read from its folder
+or from the run store.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
+from contextlens.provenance import Provenance
 from contextlens.results import EvalRun, MetricSummary
 
-__all__ = ["Difference", "DifferenceKind", "differences"]
+__all__ = ["NOTED_VERSIONS", "Difference", "DifferenceKind", "Severity", "differences"]
 
-DifferenceKind = Literal["judge", "settings", "prompts", "data", "cases", "version"]
+DifferenceKind = Literal["judge", "settings", "prompts", "data", "cases", "version", "environment"]
+Severity = Literal["warning", "note"]
+"""``warning``: the difference may change the scores; ``note``: it rarely does."""
+
+#: Versions whose difference is noted (kind ``environment``): Python, and the runtime and
+#: tokenizer of the offline models, which can move their scores in the last digits.
+NOTED_VERSIONS = ("python", "onnxruntime", "tokenizers")
 
 #: Settings named in one difference at most; the rest are counted.
 _SHOWN = 3
@@ -25,11 +35,12 @@ _SHOWN = 3
 
 class Difference(BaseModel):
     """One way two runs are not alike: its ``kind``, the metric it concerns (None: the
-    whole run), and a sentence saying how."""
+    whole run), a sentence saying how, and its ``severity``."""
 
     kind: DifferenceKind
     metric: str | None = None
     message: str
+    severity: Severity = "warning"
 
 
 def differences(a: EvalRun, b: EvalRun, *, only_a: int = 0, only_b: int = 0) -> list[Difference]:
@@ -55,12 +66,52 @@ def differences(a: EvalRun, b: EvalRun, *, only_a: int = 0, only_b: int = 0) -> 
                 message=f"the case sets differ: {only_a} case(s) only in A, {only_b} only in B",
             )
         )
-    va, vb = _version(a), _version(b)
-    if va and vb and va != vb:
+    found += _provenance_differences(a.provenance, b.provenance)
+    return found
+
+
+def _provenance_differences(a: Provenance | None, b: Provenance | None) -> list[Difference]:
+    """The versions that made the runs: contextlens's (a warning), Python's and the offline
+    models' runtime (a note); a run that records none is noted when the other does."""
+    if a is None or b is None:
+        if a is None and b is None:
+            return []
+        side = "A" if a is None else "B"
+        return [
+            Difference(
+                kind="version",
+                severity="note",
+                message=f"run {side} does not record its provenance (the contextlens version, "
+                "the data file), so they cannot be checked",
+            )
+        ]
+    found = []
+    if a.contextlens and b.contextlens and a.contextlens != b.contextlens:
         found.append(
-            Difference(kind="version", message=f"contextlens {va} made A, contextlens {vb} B")
+            Difference(
+                kind="version",
+                message=f"contextlens {a.contextlens} made A, contextlens {b.contextlens} B",
+            )
+        )
+    changed = [
+        f"{_shown(name)} {va} in A, {vb} in B"
+        for name in NOTED_VERSIONS
+        for va, vb in [(a.version_of(name), b.version_of(name))]
+        if va and vb and va != vb
+    ]
+    if changed:
+        found.append(
+            Difference(
+                kind="environment",
+                severity="note",
+                message=f"{'; '.join(changed)} (offline scores may differ in the last digits)",
+            )
         )
     return found
+
+
+def _shown(name: str) -> str:
+    return "Python" if name == "python" else name
 
 
 def _metric_differences(key: str, a: MetricSummary, b: MetricSummary) -> list[Difference]:
@@ -131,14 +182,15 @@ def _value(summary: MetricSummary, key: str) -> str:
 
 def _data_differences(a: EvalRun, b: EvalRun) -> list[Difference]:
     found = []
-    fa, fb = _file_hash(a), _file_hash(b)
-    if fa and fb and fa != fb:
-        found.append(
-            Difference(
-                kind="data",
-                message=f"the data files differ (SHA-256 {fa[:12]} in A, {fb[:12]} in B)",
-            )
+    fa = a.provenance.data_file if a.provenance is not None else None
+    fb = b.provenance.data_file if b.provenance is not None else None
+    if fa is not None and fb is not None and fa.sha256 != fb.sha256:
+        where = (
+            f"{fa.path}, SHA-256 {fa.sha256[:12]} in A; {fb.path}, SHA-256 {fb.sha256[:12]} in B"
+            if fa.path != fb.path
+            else f"SHA-256 {fa.sha256[:12]} in A, {fb.sha256[:12]} in B"
         )
+        found.append(Difference(kind="data", message=f"the data files differ ({where})"))
     ca, cb = a.data_fingerprint, b.data_fingerprint
     if ca and cb and ca != cb:
         found.append(
@@ -148,13 +200,3 @@ def _data_differences(a: EvalRun, b: EvalRun) -> list[Difference]:
             )
         )
     return found
-
-
-def _file_hash(run: Any) -> str | None:
-    value = getattr(run, "dataset_fingerprint", None)
-    return value if isinstance(value, str) else None
-
-
-def _version(run: Any) -> str | None:
-    versions = getattr(run, "versions", None)
-    return versions.get("contextlens") if isinstance(versions, dict) else None

@@ -33,6 +33,7 @@ from contextlens.engine.accounting import Counts, Ledger, LedgerReport
 from contextlens.errors import ContextLensError
 from contextlens.metrics.metric import Metric
 from contextlens.metrics.registry import key_of, match
+from contextlens.provenance import current_provenance
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner import aevaluate, as_metric
 from contextlens.runner.gates import parse_value
@@ -266,6 +267,7 @@ def collected_run(collector: _Collector | None = None) -> EvalRun | None:
         repeats=1,
         summaries=summaries,
         accounting=LedgerReport(total=total, by_metric=dict(collector.accounting)),
+        provenance=current_provenance(),
         results=list(collector.items),
     )
 

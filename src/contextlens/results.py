@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from pydantic import (
     BaseModel,
+    ConfigDict,
     Field,
     PrivateAttr,
     SerializeAsAny,
+    ValidationError,
     ValidationInfo,
     field_serializer,
     field_validator,
@@ -20,9 +22,12 @@ from pydantic import (
 
 from contextlens.cases import CASES_FILE, CaseRecord, Lines, whole_lines
 from contextlens.engine.accounting import Counts, LedgerReport
+from contextlens.errors import InputError
 from contextlens.fields import TEST_CASE_FIELDS
+from contextlens.files import describe_os_error
 from contextlens.metrics.registry import details_type, match, registered
 from contextlens.metrics.settings import MetricSettings
+from contextlens.provenance import Provenance
 from contextlens.schemas import MetricDetails, MetricKey, ModelTestCase
 
 RESULTS_FILE = "results.jsonl"
@@ -135,13 +140,52 @@ class MetricSummary(BaseModel):
         return {} if value is None else value.model_dump()
 
 
+class RecordedConfig(BaseModel):
+    """What a run records of its :class:`~contextlens.runner.config.RunConfig`
+    (``summary.json``'s ``config``, the run store): the judge and embedder by name (secrets
+    masked), the cache and ``out`` as text, the rest as given. A caller's own additions (the
+    command's ``data`` and ``metrics``) are kept beside them as given, in ``model_extra``.
+    Every field has a default: a ``summary.json`` of an older contextlens reads back."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    judge: str | None = None
+    embedder: str | None = None
+    max_concurrency: int | None = None
+    retry: dict[str, int | float | str | bool | None] | None = None
+    repeats: int = 1
+    thresholds: dict[str, float | None] = Field(default_factory=dict)
+    max_cost: float | None = None
+    cache: str | None = None
+    out: str | None = None
+    statistical_mode: str | None = None
+    name: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    def with_extra(self, extra: Mapping[str, Any] | None) -> RecordedConfig:
+        """This configuration with a caller's ``extra`` settings over it (a known field
+        among them is checked as that field); a ``ValueError`` naming a bad one."""
+        if not extra:
+            return self
+        try:
+            return type(self).model_validate({**self.model_dump(), **extra})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = ".".join(str(p) for p in first["loc"])
+            raise ValueError(
+                f"config {key}: {first['msg']} (got {first.get('input')!r:.60})"
+            ) from None
+
+
 class EvalRun(BaseModel):
     """What :func:`contextlens.evaluate` returns: summaries, accounting, per-item results.
 
     ``judge`` names the judges the metrics used (``offline`` when none); each summary says
     which judge its metric used; ``config`` is the run's configuration as it was recorded
-    (its ``name`` and ``tags`` among it). Summaries go by the metrics' keys
-    (``run.summaries["context-precision"]``); :meth:`summary` takes any name of a metric.
+    (its ``name`` and ``tags`` among it); ``provenance`` says how the run was made (versions,
+    data file, command; None for a run of a contextlens that did not record it). Summaries go
+    by the metrics' keys (``run.summaries["context-precision"]``); :meth:`summary` takes any
+    name of a metric.
     ``stopped`` says why the run stopped before scoring all its cases (its cost cap was
     reached), None when it did not.
 
@@ -160,7 +204,8 @@ class EvalRun(BaseModel):
     repeats: int
     summaries: dict[str, MetricSummary]
     accounting: LedgerReport = Field(default_factory=LedgerReport)
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: RecordedConfig = Field(default_factory=RecordedConfig)
+    provenance: Provenance | None = None
     out_dir: str | None = None
     stopped: str | None = None
     data_fingerprint: str | None = None
@@ -188,28 +233,39 @@ class EvalRun(BaseModel):
     @classmethod
     def from_folder(cls, folder: str | Path) -> EvalRun:
         """The completed run whose folder ``folder`` is (its ``summary.json``, with its items
-        and cases read from the folder when asked)."""
+        and cases read from the folder when asked); an :class:`InputError` naming the file
+        when it cannot be read."""
         path = Path(folder)
         summary = path / SUMMARY_FILE
         if not summary.is_file():
             raise FileNotFoundError(
                 f"{path}: not the folder of a completed run (no {SUMMARY_FILE})"
             )
-        data = json.loads(summary.read_text(encoding="utf-8"))
-        data.pop("results", None)
-        return cls.model_validate({**data, "out_dir": str(path)})
+        try:
+            data = json.loads(summary.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("it does not hold a JSON object")
+            data.pop("results", None)
+            return cls.model_validate({**data, "out_dir": str(path)})
+        except OSError as exc:
+            raise InputError(f"cannot read: {describe_os_error(exc)}", file=str(summary)) from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = ".".join(str(p) for p in first["loc"])
+            why = f"{key}: {first['msg']}"
+            raise InputError(f"not the summary of a run ({why})", file=str(summary)) from None
+        except ValueError as exc:  # not JSON
+            raise InputError(f"not the summary of a run ({exc})", file=str(summary)) from None
 
     @property
     def name(self) -> str | None:
         """The run's name (``run --name``, ``evaluate(name=...)``), or None."""
-        name = self.config.get("name")
-        return name if isinstance(name, str) else None
+        return self.config.name
 
     @property
     def tags(self) -> dict[str, str]:
         """The run's tags (``run --tag key=value``)."""
-        tags = self.config.get("tags")
-        return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
+        return dict(self.config.tags)
 
     def iter_results(self) -> Iterator[ItemResult]:
         """Every item result: from memory, or streamed back from where the run keeps them."""

@@ -18,7 +18,7 @@ from contextlens.cli.options import (
     build_metrics,
     judge_option,
 )
-from contextlens.cli.run import finish
+from contextlens.cli.run import command_line, finish
 from contextlens.terminal import line
 
 
@@ -43,7 +43,14 @@ def demo(
     judge_obj = judge_option(
         judge, timeout=judge_timeout, max_tokens=max_tokens, structured_output=structured_output
     )
-    config = RunConfig(judge=judge_obj, cache=False, out=folder, progress=False)
+    config = RunConfig(
+        judge=judge_obj,
+        cache=False,
+        out=folder,
+        progress=False,
+        data_file=data,
+        command=command_line(),
+    )
     result = evaluate(cases, build_metrics(["context"]), config=config)
     if judge_obj is None or judge_obj == "offline":
         out.print(f"{OFFLINE_SCALE_NOTE} PASS marks below: {DEFAULT_PASS}.\n")
@@ -63,5 +70,5 @@ def demo(
             mark = Text("PASS", style="green") if passed else Text("FAIL", style=RED)
             out.print(line(f"  {inter.qa_id} ", mark, f" {inter.score:.2f}  ", inter.reason))
     # an offline demo said it at the top, where its PASS marks are
-    recorded = {"demo": True, **config.describe()}
+    recorded = config.describe().with_extra({"demo": True})
     finish(result, folder, None, config=recorded, data=data, fingerprint=None, offline_note=False)

@@ -95,8 +95,12 @@ def runs(
 
 
 def warning_lines(differences: list[Any]) -> list[Text]:
-    """Each way two runs differ, as a line for the terminal."""
-    return [line(Text("warning ", style=YELLOW), d.message) for d in differences]
+    """Each way two runs differ, as a line for the terminal: a warning, or a milder note."""
+    return [line(_severity(d.severity), d.message) for d in differences]
+
+
+def _severity(severity: str) -> Text:
+    return Text("note ", style="dim") if severity == "note" else Text("warning ", style=YELLOW)
 
 
 def compare(

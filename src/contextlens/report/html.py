@@ -15,7 +15,6 @@ the comparison section.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +75,8 @@ def render_report(
         scripts=SCRIPTS,
         title=title or "contextlens report",
         run_id=run_id,
-        run_name=config.get("name") if isinstance(config, Mapping) else None,
-        tags=(config.get("tags") or {}) if isinstance(config, Mapping) else {},
+        run_name=get(config, "name"),
+        tags=get(config, "tags") or {},
         started_at=get(run, "started_at") or "",
         duration=fmt_seconds(get(run, "duration_s")),
         judge=get(run, "judge") or "",

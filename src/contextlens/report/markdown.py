@@ -86,7 +86,10 @@ def comparison_markdown(comparison: Comparison, shown: int = SHOWN) -> str:
         "",
     ]
     if comparison.warnings:
-        lines += [f"> **Warning:** {cell(w.message)}" for w in comparison.warnings]
+        lines += [
+            f"> **{'Note' if w.severity == 'note' else 'Warning'}:** {cell(w.message)}"
+            for w in comparison.warnings
+        ]
         lines.append("")
     rows = [
         [

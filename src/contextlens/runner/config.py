@@ -6,7 +6,9 @@ in flight, retries, repeats, the cache, where results go, the run store, the sta
 arguments and pass it down, so the settings and their defaults are said once, and nothing a
 run sets changes another run (``max_concurrency`` bounds this run's limiters only; see
 :class:`~contextlens.engine.limiter.Limits`). :meth:`RunConfig.describe` is what
-``summary.json`` and the run store record of it.
+``summary.json`` and the run store record of it (a typed
+:class:`~contextlens.results.RecordedConfig`); ``data_file`` and ``command`` go into the run's
+:class:`~contextlens.provenance.Provenance`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from contextlens.engine.retry import RetryPolicy
 from contextlens.fields import closest
 from contextlens.judges.resolve import as_spec
 from contextlens.judges.spec import OFFLINE, JudgeSpec
+from contextlens.provenance import DataFile
+from contextlens.redact import redact
+from contextlens.results import RecordedConfig
 from contextlens.runner.folder import RunFolder
 from contextlens.stats import StatisticalMode
 
@@ -54,6 +59,10 @@ class RunConfig(BaseModel):
     ``progress``: a bar on stderr (None: when stderr is a terminal), or a
     :data:`ProgressCallback`. ``name`` and ``tags`` (``{"branch": "main"}``) are recorded
     with the run, to find and follow it (``contextlens runs``, ``contextlens trend``).
+    ``data_file``: the file the cases were read from (a path, hashed here, or a
+    :class:`~contextlens.provenance.DataFile`), recorded in the run's provenance, so a
+    comparison says when two runs read different data. ``command``: the command line that
+    started the run (the command sets it; its secrets masked here), None from Python.
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
@@ -73,6 +82,8 @@ class RunConfig(BaseModel):
     progress: bool | ProgressCallback | None = None
     name: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    data_file: DataFile | None = None
+    command: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -94,6 +105,17 @@ class RunConfig(BaseModel):
     def _parsed_judge(cls, value: Any) -> Any:
         """A spec string is parsed once, here: a bad one is refused before any work."""
         return as_spec(value)
+
+    @field_validator("data_file", mode="before")
+    @classmethod
+    def _hashed(cls, value: Any) -> Any:
+        """A path is read and hashed once, here: a file that cannot be read is said now."""
+        return DataFile.of(value) if isinstance(value, (str, os.PathLike)) else value
+
+    @field_validator("command")
+    @classmethod
+    def _masked(cls, value: str | None) -> str | None:
+        return None if value is None else redact(value)
 
     @field_validator("out", mode="before")
     @classmethod
@@ -129,24 +151,25 @@ class RunConfig(BaseModel):
             return RunFolder(self.out)
         return self.out
 
-    def describe(self) -> dict[str, Any]:
-        """The settings as JSON, as ``summary.json`` and the run store record them: the
-        judge and embedder by name (secrets masked), the rest as given."""
+    def describe(self) -> RecordedConfig:
+        """The settings as ``summary.json`` and the run store record them: the judge and
+        embedder by name (secrets masked), the rest as given (the data file and the command
+        are the run's provenance, not recorded here)."""
         mode = self.statistical_mode
-        return {
-            "judge": judge_label(self.judge),
-            "embedder": _label(self.embedder, "minilm"),
-            "max_concurrency": self.max_concurrency,
-            "retry": None if self.retry is None else _plain(vars(self.retry)),
-            "repeats": self.repeats,
-            "thresholds": {str(k): v for k, v in self.thresholds.items()},
-            "max_cost": self.max_cost,
-            "cache": _label(self.cache, "default") if self.cache is not True else "default",
-            "out": None if self.out is None else str(getattr(self.out, "out", self.out)),
-            "statistical_mode": None if mode is None else repr(mode),
-            "name": self.name,
-            "tags": dict(self.tags),
-        }
+        return RecordedConfig(
+            judge=judge_label(self.judge),
+            embedder=_label(self.embedder, "minilm"),
+            max_concurrency=self.max_concurrency,
+            retry=None if self.retry is None else _plain(vars(self.retry)),
+            repeats=self.repeats,
+            thresholds={str(k): v for k, v in self.thresholds.items()},
+            max_cost=self.max_cost,
+            cache=_label(self.cache, "default") if self.cache is not True else "default",
+            out=None if self.out is None else str(getattr(self.out, "out", self.out)),
+            statistical_mode=None if mode is None else repr(mode),
+            name=self.name,
+            tags=dict(self.tags),
+        )
 
 
 class RunOptions(TypedDict, total=False):
@@ -168,6 +191,8 @@ class RunOptions(TypedDict, total=False):
     progress: bool | ProgressCallback | None
     name: str | None
     tags: dict[str, str]
+    data_file: str | os.PathLike[str] | DataFile | None
+    command: str | None
 
 
 def judge_label(judge: Any) -> str:

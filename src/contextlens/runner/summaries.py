@@ -15,6 +15,7 @@ from contextlens.engine.accounting import Ledger
 from contextlens.files import write_text
 from contextlens.metrics.base import DEFAULT_PASS
 from contextlens.metrics.settings import settings_of
+from contextlens.provenance import current_provenance
 from contextlens.redact import redact
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner.binding import BoundMetric
@@ -291,7 +292,8 @@ def finish_run(
 ) -> EvalRun:
     """The :class:`EvalRun` of a finished run: summaries from the tallies (with each
     metric's settings), the ledger's accounting, the kept items in case order, the
-    configuration, why it ``stopped`` before all its cases (its cost cap) and the cases'
+    configuration, the run's provenance (this process's versions, the configuration's data
+    file and command), why it ``stopped`` before all its cases (its cost cap) and the cases'
     fingerprint; with a folder, ``summary.json`` is written and
     (``complete``) the folder recorded as the newest."""
     mode = config.statistical_mode or BayesianMode()
@@ -312,6 +314,7 @@ def finish_run(
         summaries=summaries,
         accounting=ledger.report(),
         config=config.describe(),
+        provenance=current_provenance(data_file=config.data_file, command=config.command),
         out_dir=str(folder.path) if folder is not None else None,
         stopped=stopped,
         data_fingerprint=data_fingerprint,

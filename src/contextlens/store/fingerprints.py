@@ -10,16 +10,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from contextlens.provenance import file_sha256
+
 __all__ = ["fingerprint_cases", "fingerprint_file"]
 
 
 def fingerprint_file(path: str | os.PathLike[str]) -> str:
     """SHA-256 hex digest of the file's bytes (read 1 MiB at a time)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(path)
 
 
 def fingerprint_cases(cases: Iterable[Any]) -> str:

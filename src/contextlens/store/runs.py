@@ -3,8 +3,8 @@
 One file, shared safely by threads and processes (WAL journal, a busy timeout, one
 connection per thread, writes in ``BEGIN IMMEDIATE`` transactions). A run is stored with
 what is needed to reproduce and compare it: judge, embedder, repeats, the caller's config
-(metrics, CLI arguments), the dataset path and fingerprint, library versions, summaries,
-accounting, and every item result.
+(metrics, CLI arguments), the dataset path and fingerprint, its provenance (library versions,
+data file, command, platform), summaries, accounting, and every item result.
 
 A run is recorded when it starts (:meth:`RunStore.start`: status ``running``, with the
 command line, working folder, pid and host) and again when it ends: ``completed`` with its
@@ -25,22 +25,23 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import secrets
 import socket
 import threading
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import platformdirs
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from contextlens.engine.sqlite import Closing, SQLiteFile, file_path
 from contextlens.errors import InputError
+from contextlens.provenance import DataFile, Provenance, current_provenance
 from contextlens.redact import redact
-from contextlens.results import EvalRun, ItemResult, MetricSummary
+from contextlens.results import EvalRun, ItemResult, MetricSummary, RecordedConfig
 from contextlens.store.records import (
     COMPLETED,
     FAILED,
@@ -97,33 +98,82 @@ def _timestamp(started_at: str, fallback: float) -> float:
     return when.timestamp()
 
 
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
+#: The versions the ``versions`` column holds, as it always did.
+_VERSIONS = ("contextlens", "python", "numpy", "onnxruntime")
 
 
-def library_versions() -> dict[str, str | None]:
-    """Versions of contextlens, Python, numpy and onnxruntime (None when not installed)."""
-    return {
-        "contextlens": _version("contextlens"),
-        "python": platform.python_version(),
-        "numpy": _version("numpy"),
-        "onnxruntime": _version("onnxruntime"),
-    }
+def library_versions(provenance: Provenance | None = None) -> dict[str, str | None]:
+    """Versions of contextlens, Python, numpy and onnxruntime (None when not installed) in
+    ``provenance`` (default: this process's)."""
+    made = current_provenance() if provenance is None else provenance
+    return {name: made.version_of(name) for name in _VERSIONS}
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    return json.dumps(
+        to_jsonable_python(value, fallback=str), sort_keys=True, default=str, ensure_ascii=False
+    )
 
 
-def _labels(config: Mapping[str, Any]) -> tuple[str | None, str]:
+def _config(config: RecordedConfig | Mapping[str, Any] | None) -> RecordedConfig:
+    """A caller's configuration as the typed record (a mapping is checked as one)."""
+    if isinstance(config, RecordedConfig):
+        return config
+    return RecordedConfig().with_extra(config)
+
+
+def _labels(config: RecordedConfig) -> tuple[str | None, str]:
     """The ``name`` and ``tags`` (as JSON) a run's configuration gives it."""
-    name = config.get("name")
-    tags = config.get("tags")
-    plain = {str(k): str(v) for k, v in tags.items()} if isinstance(tags, Mapping) else {}
-    return (name if isinstance(name, str) else None, _json(plain))
+    return config.name, _json(dict(config.tags))
+
+
+def _provenance_column(provenance: Provenance | None) -> str | None:
+    return None if provenance is None else provenance.model_dump_json()
+
+
+def _first_error(exc: Exception) -> str:
+    """What is wrong, in one line (the first error of a validation)."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+    return str(exc)
+
+
+def _read_provenance(text: str | None) -> Provenance | None:
+    """The provenance a row holds (None: none, or one this contextlens cannot read)."""
+    if text is None:
+        return None
+    try:
+        return Provenance.model_validate_json(text)
+    except ValidationError:
+        return None
+
+
+def _started_provenance(started: tuple[Any, ...] | None) -> Provenance | None:
+    """The provenance :meth:`RunStore.start` recorded for a run, if it did."""
+    return _read_provenance(started[4]) if started else None
+
+
+def _legacy_provenance(
+    versions: Any, dataset: str | None, fingerprint: str | None, command: str | None
+) -> Provenance | None:
+    """The provenance of a run recorded before the store kept one, from the columns it had
+    (its versions, data file and command); None when it has none of them."""
+    if not isinstance(versions, Mapping):
+        versions = {}
+    if not versions and fingerprint is None and command is None:
+        return None
+    packages = {k: str(v) for k, v in versions.items() if k not in ("contextlens", "python") and v}
+    data_file = (
+        DataFile(path=dataset or "", sha256=fingerprint) if fingerprint is not None else None
+    )
+    return Provenance(
+        contextlens=versions.get("contextlens"),
+        python=versions.get("python"),
+        packages=packages,
+        data_file=data_file,
+        command=command,
+    )
 
 
 def _absolute(path: str | os.PathLike[str] | None) -> str | None:
@@ -172,16 +222,24 @@ class RunStore(Closing):
         embedder: str = "",
         repeats: int = 1,
         out_dir: str | os.PathLike[str] | None = None,
-        config: Mapping[str, Any] | None = None,
+        config: RecordedConfig | Mapping[str, Any] | None = None,
         dataset: str | os.PathLike[str] | None = None,
         dataset_fingerprint: str | None = None,
         command: str | None = None,
     ) -> str:
         """Record that run ``run_id`` starts: status ``running``, with ``command`` (the
-        command line that started it) and this process's working folder, pid and host.
+        command line that started it), this process's working folder, pid and host, and its
+        provenance (the data file ``dataset`` of SHA-256 ``dataset_fingerprint``).
         :meth:`record` completes it, :meth:`fail` fails it; if the process dies first, it
         reads back as ``interrupted``. Returns ``run_id``."""
         now = datetime.now(timezone.utc).replace(microsecond=0)  # as a run's started_at
+        recorded = _config(config)
+        data_file = (
+            DataFile(path=str(dataset), sha256=dataset_fingerprint)
+            if dataset is not None and dataset_fingerprint is not None
+            else None
+        )
+        provenance = current_provenance(data_file=data_file, command=command)
         row = (
             run_id,
             now.isoformat(timespec="seconds"),
@@ -194,8 +252,8 @@ class RunStore(Closing):
             _absolute(out_dir),
             None if dataset is None else str(dataset),
             dataset_fingerprint,
-            _json(dict(config or {})),
-            _json(library_versions()),
+            _json(recorded),
+            _json(library_versions(provenance)),
             _json({}),
             _json({}),
             RUNNING,
@@ -204,8 +262,9 @@ class RunStore(Closing):
             os.getcwd(),
             os.getpid(),
             socket.gethostname(),
-            *_labels(config or {}),
+            *_labels(recorded),
             None,
+            _provenance_column(provenance),
         )
         with self._db.write() as conn:
             replace_run(conn, row)
@@ -226,7 +285,7 @@ class RunStore(Closing):
         self,
         run: EvalRun,
         *,
-        config: Mapping[str, Any] | None = None,
+        config: RecordedConfig | Mapping[str, Any] | None = None,
         dataset: str | os.PathLike[str] | None = None,
         dataset_fingerprint: str | None = None,
     ) -> str:
@@ -234,10 +293,18 @@ class RunStore(Closing):
 
         ``config`` is the caller's settings (metrics, CLI arguments ...), stored over the
         run's own configuration as JSON (values that are not JSON become strings); its
-        ``name`` and ``tags`` are the run's. Recording a run id again replaces it; the run
-        is ``completed``, and keeps the command and process :meth:`start` recorded.
+        ``name`` and ``tags`` are the run's. ``dataset`` and ``dataset_fingerprint`` default
+        to the data file of the run's provenance. Recording a run id again replaces it; the
+        run is ``completed``, and keeps the command and process :meth:`start` recorded (and
+        the provenance, for a run that has none of its own).
         """
         now = datetime.now(timezone.utc)
+        recorded = run.config.with_extra(
+            config.model_dump(exclude_unset=True) if isinstance(config, RecordedConfig) else config
+        )
+        data_file = run.provenance.data_file if run.provenance is not None else None
+        if dataset is None and data_file is not None:
+            dataset, dataset_fingerprint = data_file.path, data_file.sha256
         row = (
             run.run_id,
             run.started_at,
@@ -250,19 +317,27 @@ class RunStore(Closing):
             _absolute(run.out_dir),
             None if dataset is None else str(dataset),
             dataset_fingerprint,
-            _json({**run.config, **(config or {})}),
-            _json(library_versions()),
-            _json({k: v.model_dump(mode="json") for k, v in run.summaries.items()}),
-            _json(run.accounting.model_dump(mode="json")),
-            COMPLETED,
-            None,
+            _json(recorded),
         )
         with self._db.write() as conn:
             started = conn.execute(
-                "SELECT command, cwd, pid, host FROM runs WHERE run_id = ?", (run.run_id,)
+                "SELECT command, cwd, pid, host, provenance FROM runs WHERE run_id = ?",
+                (run.run_id,),
             ).fetchone()
-            labels = (*_labels(json.loads(row[11])), run.data_fingerprint)
-            replace_run(conn, row + tuple(started or (None, None, None, None)) + labels)
+            process = tuple(started[:4]) if started else (None, None, None, None)
+            provenance = run.provenance or _started_provenance(started)
+            row += (
+                _json(library_versions(provenance) if provenance is not None else {}),
+                _json({k: v.model_dump(mode="json") for k, v in run.summaries.items()}),
+                _json(run.accounting.model_dump(mode="json")),
+                COMPLETED,
+                None,
+                *process,
+                *_labels(recorded),
+                run.data_fingerprint,
+                _provenance_column(provenance),
+            )
+            replace_run(conn, row)
             batch: list[tuple[Any, ...]] = []
             for seq, item in enumerate(run.iter_results()):
                 batch.append(item_row(run.run_id, seq, item))
@@ -344,6 +419,7 @@ class RunStore(Closing):
                 repeats=1,
                 summaries={},
                 accounting={},
+                provenance=current_provenance(),
             )
             self.record(run, config={"source": "tracked", "pid": os.getpid()})
             self._tracked = (os.getpid(), run_id)
@@ -451,8 +527,8 @@ class RunStore(Closing):
             .execute(
                 "SELECT run_id, started_at, duration_s, judge, embedder, repeats, out_dir, "
                 "dataset, dataset_fingerprint, config, versions, summaries, accounting, "
-                "recorded_at, status, error, command, cwd, pid, host, data_fingerprint "
-                "FROM runs WHERE run_id = ?",
+                "recorded_at, status, error, command, cwd, pid, host, data_fingerprint, "
+                "provenance FROM runs WHERE run_id = ?",
                 (full,),
             )
             .fetchone()
@@ -461,34 +537,41 @@ class RunStore(Closing):
             raise InputError(f"no run {full!r} in {self.path}")
         (rid, started, duration, judge, embedder, repeats, out_dir, dataset, fp) = row[:9]
         config, versions, summaries, accounting, recorded = row[9:14]
-        status, error, command, cwd, pid, host, data_fp = row[14:]
-        run = StoredRun(
-            run_id=rid,
-            started_at=started,
-            duration_s=duration,
-            judge=judge,
-            embedder=embedder,
-            repeats=repeats,
-            summaries={
-                k: MetricSummary.model_validate(v) for k, v in json.loads(summaries).items()
-            },
-            accounting=json.loads(accounting),
-            out_dir=out_dir,
-            config=json.loads(config),
-            dataset=dataset,
-            dataset_fingerprint=fp,
-            data_fingerprint=data_fp,
-            versions=json.loads(versions),
-            recorded_at=datetime.fromtimestamp(recorded, timezone.utc).isoformat(
-                timespec="seconds"
-            ),
-            status=run_status(status, pid, host, out_dir),
-            error=error,
-            command=command,
-            cwd=cwd,
-            pid=pid,
-            host=host,
-        )
+        status, error, command, cwd, pid, host, data_fp, provenance = row[14:]
+        try:
+            stored_versions = json.loads(versions)
+            run = StoredRun(
+                run_id=rid,
+                started_at=started,
+                duration_s=duration,
+                judge=judge,
+                embedder=embedder,
+                repeats=repeats,
+                summaries={
+                    k: MetricSummary.model_validate(v) for k, v in json.loads(summaries).items()
+                },
+                accounting=json.loads(accounting),
+                out_dir=out_dir,
+                config=json.loads(config),
+                provenance=_read_provenance(provenance)
+                or _legacy_provenance(stored_versions, dataset, fp, command),
+                dataset=dataset,
+                dataset_fingerprint=fp,
+                data_fingerprint=data_fp,
+                versions=stored_versions,
+                recorded_at=datetime.fromtimestamp(recorded, timezone.utc).isoformat(
+                    timespec="seconds"
+                ),
+                status=run_status(status, pid, host, out_dir),
+                error=error,
+                command=command,
+                cwd=cwd,
+                pid=pid,
+                host=host,
+            )
+        except (ValueError, TypeError) as exc:  # a row written by hand, or damaged
+            why = _first_error(exc)
+            raise StoreError(f"run {full!r} in {self.path} cannot be read: {why}") from None
         run._store_path = str(self.path)
         if results:
             run.results = list(run.iter_results())

@@ -21,11 +21,12 @@ __all__ = [
     "score_column",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Stored in ``PRAGMA user_version``. A file with a newer version is refused; run history
 is never dropped, so later versions migrate older files in place (version 2 added the
 status, command and process of each run, the runs of version 1 being ``completed``;
-version 3 the name, tags and data fingerprint of each run)."""
+version 3 the name, tags and data fingerprint of each run; version 4 its provenance, read for
+a run of an older version from its versions, dataset and command)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -69,6 +70,7 @@ ALTER TABLE runs ADD COLUMN host TEXT;
 ALTER TABLE runs ADD COLUMN name TEXT;
 ALTER TABLE runs ADD COLUMN tags TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE runs ADD COLUMN data_fingerprint TEXT;
+ALTER TABLE runs ADD COLUMN provenance TEXT;
 CREATE INDEX IF NOT EXISTS runs_by_name ON runs (name, started_ts);
 """
 # On a file of an older version the columns it has already are kept (see SQLiteFile).
@@ -98,6 +100,7 @@ RUN_COLUMNS = (
     "name",
     "tags",
     "data_fingerprint",
+    "provenance",
 )
 ITEM_INSERT = (
     "INSERT INTO items (run_id, seq, case_id, metric, score, error, data) "

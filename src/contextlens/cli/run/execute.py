@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from contextlens.cli.application import out
 from contextlens.cli.costs import estimate_table
@@ -15,7 +15,7 @@ from contextlens.cli.run.table import summary_table
 from contextlens.terminal import line
 
 if TYPE_CHECKING:
-    from contextlens.results import EvalRun
+    from contextlens.results import EvalRun, RecordedConfig
     from contextlens.runner import RunFolder
     from contextlens.store import RunStore
 
@@ -26,14 +26,13 @@ def execute(plan: RunPlan) -> EvalRun | None:
     """Run ``plan``: a dry run prints the calls, tokens and cost it would take (None); a run
     is recorded in the store as running, scored, then finished (:func:`finish`)."""
     from contextlens.runner import evaluate
-    from contextlens.store import fingerprint_file
 
     args, config = plan.args, plan.config
     if args.dry_run:
         out.print(estimate_table(evaluate(plan.cases, plan.metrics, config=config, dry_run=True)))
         return None
-    said = {"data": str(args.data), "metrics": list(plan.keys), **config.describe()}
-    fingerprint = None if args.no_store else fingerprint_file(plan.source)
+    said = config.describe().with_extra({"data": str(args.data), "metrics": list(plan.keys)})
+    fingerprint = config.data_file.sha256 if config.data_file is not None else None
     runs_store = start_recording(plan.folder, config, said, data=args.data, fingerprint=fingerprint)
     with recorded(runs_store, plan.folder.run_id):
         result = evaluate(plan.cases, plan.metrics, executor=plan.executor, config=config)
@@ -46,7 +45,7 @@ def finish(
     folder: RunFolder,
     runs_store: RunStore | None,
     *,
-    config: dict[str, Any],
+    config: RecordedConfig,
     data: Path,
     fingerprint: str | None,
     offline_note: bool = True,

@@ -110,7 +110,7 @@ def plan_of(args: RunArgs, settings: Settings, source: Path) -> RunPlan:
         raise UsageProblem(str(exc)) from None
     _check_case_types(kind, keys, metrics, args.data)
     executor = None if args.dry_run else _ray_executor(args.ray)
-    config = _config(args, settings, pass_marks)
+    config = _config(args, settings, pass_marks, source)
     _, count = check_cases(source, list(zip(keys, metrics, strict=True)))  # no call yet
     cases = Counted(load_cases(source)[1], count)
     return RunPlan(
@@ -127,7 +127,11 @@ def plan_of(args: RunArgs, settings: Settings, source: Path) -> RunPlan:
     )
 
 
-def _config(args: RunArgs, settings: Settings, pass_marks: dict[MetricKey, float]) -> RunConfig:
+def _config(
+    args: RunArgs, settings: Settings, pass_marks: dict[MetricKey, float], source: Path
+) -> RunConfig:
+    from contextlens.cli.run.record import command_line
+    from contextlens.provenance import DataFile
     from contextlens.runner import RunConfig
 
     return RunConfig(
@@ -143,6 +147,8 @@ def _config(args: RunArgs, settings: Settings, pass_marks: dict[MetricKey, float
         progress=progress_option("run", args.quiet),
         name=args.name,
         tags=settings.tags,
+        data_file=DataFile.of(args.data, read=source),  # the path as given, the bytes read
+        command=command_line(),
     )
 
 
@@ -197,5 +203,5 @@ def _ray_executor(address: str | None) -> Any:
     except ImportError as exc:
         raise UsageProblem(str(exc)) from None
     executor.address = None if address == "local" else address
-    executor.preflight()  # a cluster that is not there is said now, before any work
+    executor.preflight()  # type: ignore[attr-defined]  # a missing cluster is said now
     return executor

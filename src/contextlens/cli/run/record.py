@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -16,6 +16,7 @@ from contextlens.cli.application import RED, err, stop_signal
 from contextlens.terminal import line
 
 if TYPE_CHECKING:
+    from contextlens.results import RecordedConfig
     from contextlens.runner import RunConfig, RunFolder
     from contextlens.store import RunStore
 
@@ -33,7 +34,7 @@ def command_line() -> str:
 def start_recording(
     folder: RunFolder,
     config: RunConfig,
-    described: dict[str, Any],
+    described: RecordedConfig,
     *,
     data: Path,
     fingerprint: str | None,
@@ -47,13 +48,13 @@ def start_recording(
         runs_store = RunStore(None if config.store is True else config.store)  # the default
         runs_store.start(
             folder.run_id,
-            judge=described["judge"],
+            judge=described.judge or "",
             repeats=config.repeats,
             out_dir=folder.path,
             config=described,
             dataset=data,
             dataset_fingerprint=fingerprint,
-            command=command_line(),
+            command=config.command,
         )
     except StoreError as exc:  # the history is a side file: the run goes on, unrecorded
         side_file_warning(f"this run is not recorded in the run store: {exc}")
