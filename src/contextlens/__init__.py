@@ -4,6 +4,7 @@ from contextlens.calibration import CalibrationReport, acalibrate, calibrate
 from contextlens.compare import Comparison, MetricComparison, compare
 from contextlens.compat.deepeval import ContextualRelevancyMetric, ContextualRelevancyTemplate
 from contextlens.compat.gaussia import Context, ContextInteraction, ContextMetric
+from contextlens.compat.models import DeepEvalBaseLLM, OpikBaseModel
 from contextlens.compat.novastack import ContextSimilarityEvaluator, HuggingFaceEmbedding
 from contextlens.compat.opik import ContextPrecision, ScoreResult
 from contextlens.errors import ContextLensError, InputError, JudgeError, MetricComputationError
@@ -46,6 +47,7 @@ __all__ = [
     "ContextualRelevancyMetric",
     "ContextualRelevancyTemplate",
     "Dataset",
+    "DeepEvalBaseLLM",
     "Estimate",
     "EvalRun",
     "FrequentistMode",
@@ -66,6 +68,7 @@ __all__ = [
     "MetricResult",
     "MetricSummary",
     "ModelTestCase",
+    "OpikBaseModel",
     "Retriever",
     "RunStore",
     "Score",

@@ -17,6 +17,7 @@ from contextlens import (
     Dataset,
     JsonlRetriever,
     Retriever,
+    StatisticalMode,
     evaluate,
 )
 from contextlens.metrics.context import ContextAwareness
@@ -194,3 +195,112 @@ def test_an_instance_is_a_metric_for_evaluate():
     [metric] = Context.run(ListRetriever, sessions=[make_session()])
     assert item.score == pytest.approx(metric.context_awareness)
     assert item.details.ci_low <= item.score <= item.details.ci_high
+
+
+# --- a StatisticalMode of one's own, as gaussia's docs write one -------------------------------
+
+
+class MedianMode(StatisticalMode):
+    """gaussia's documented custom mode: its five primitives, no ``estimate`` (the session's
+    score is ``aggregate_metrics`` of its scores, as gaussia's Context reads a point-estimate
+    mode): here the weighted median."""
+
+    def rate_estimation(self, successes, trials):
+        return successes / trials if trials else 0.0
+
+    def aggregate_metrics(self, metrics, weights):
+        ranked = sorted(metrics, key=lambda k: metrics[k])
+        total, seen = sum(weights.values()), 0.0
+        for key in ranked:
+            seen += weights[key]
+            if seen >= total / 2:
+                return metrics[key]
+        return 0.0
+
+    def dispersion_metric(self, values, center="mean"):
+        return 0.0
+
+    def distribution_divergence(self, observed, reference, divergence_type="total_variation"):
+        return 0.0
+
+    def get_result_type(self) -> str:
+        return "point_estimate"
+
+
+def test_a_custom_point_estimate_mode_gives_the_session_its_score(rule_model):
+    model = rule_model(
+        by_query({"hours": verdict(1.0), "delivery": verdict(0.9), "monday": verdict(0.0)})
+    )
+    mode = MedianMode()
+    [metric] = Context.run(
+        ListRetriever, model=model, sessions=[make_session()], statistical_mode=mode
+    )
+    assert metric.context_awareness == 0.9  # the median, not the mean (0.63)
+    assert metric.context_awareness_ci_low is None and metric.context_awareness_ci_high is None
+    context = Context(ListRetriever, model=model, statistical_mode=mode, sessions=[])
+    assert context.statistical_mode is mode
+    [item] = evaluate([make_session()], [context], progress=False).results
+    assert item.score == 0.9
+
+
+def test_a_custom_distribution_mode_gets_a_credible_interval_from_its_settings():
+    class Sampled(MedianMode):
+        mc_samples, ci_level = 400, 0.8
+
+        def get_result_type(self) -> str:
+            return "distribution"
+
+    [metric] = Context.run(ListRetriever, sessions=[make_session()], statistical_mode=Sampled())
+    [mean] = Context.run(ListRetriever, sessions=[make_session()])
+    assert metric.context_awareness == pytest.approx(mean.context_awareness)
+    low, high = metric.context_awareness_ci_low, metric.context_awareness_ci_high
+    assert low < metric.context_awareness < high
+    [bayes] = Context.run(
+        ListRetriever,
+        sessions=[make_session()],
+        statistical_mode=BayesianMode(mc_samples=400, ci_level=0.8),
+    )
+    assert (bayes.context_awareness_ci_low, bayes.context_awareness_ci_high) == (low, high)
+
+
+def test_a_mode_as_the_docs_sketch_it_fails_naming_what_it_lacks():
+    class Sketch(StatisticalMode):  # gaussia's docs: every body is "..."
+        def rate_estimation(self, successes, trials): ...
+
+        def aggregate_metrics(self, metrics, weights): ...
+
+        def dispersion_metric(self, values, center="mean"): ...
+
+        def distribution_divergence(
+            self, observed, reference, divergence_type="total_variation"
+        ): ...
+
+        def get_result_type(self) -> str:
+            return "point_estimate"
+
+    with pytest.raises(TypeError, match=r"Sketch\.aggregate_metrics.*returned None, not a number"):
+        Context(Sketch())
+
+
+def test_a_mode_without_gaussias_or_contextlens_methods_is_named():
+    class Bare(StatisticalMode):
+        pass
+
+    with pytest.raises(TypeError, match=r"Bare has neither estimate.*nor get_result_type"):
+        Context(statistical_mode=Bare())
+
+    class NoAggregate(StatisticalMode):
+        def get_result_type(self) -> str:
+            return "point_estimate"
+
+    with pytest.raises(
+        TypeError, match="NoAggregate is a point-estimate mode without aggregate_metrics"
+    ):
+        Context(statistical_mode=NoAggregate())
+
+    class Odd(MedianMode):
+        def get_result_type(self) -> str:
+            return "interval"
+
+    with pytest.raises(ValueError, match=r"Odd\.get_result_type\(\) returned 'interval'"):
+        Context(statistical_mode=Odd())

@@ -78,6 +78,40 @@ def test_constructor_validation() -> None:
     assert contextlens.ContextSimilarityEvaluator is ContextSimilarityEvaluator
 
 
+def test_settings_may_be_set_after_construction_as_in_novastack() -> None:
+    """novastack's evaluator is a pydantic model validated on assignment: ``score_threshold``,
+    ``similarity_mode`` and ``embed_model`` may be set, a bad value is refused."""
+    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])  # score 2/3 (cosine)
+    case = dict(query="q", generated_text="a", contexts=["c"])
+    ev = ContextSimilarityEvaluator(embed_model=emb)
+    assert ev.evaluate(**case)["passing"] is None  # no score_threshold given
+    ev.score_threshold = 0.6
+    assert ev.score_threshold == 0.6 and ev.evaluate(**case)["passing"] is True
+    ev.score_threshold = 0.7
+    assert ev.evaluate(**case)["passing"] is False
+    with pytest.raises(ValueError, match=r"score_threshold must be between 0\.0 and 1\.0"):
+        ev.score_threshold = 1.2
+    assert ev.score_threshold == 0.7  # a refused value changes nothing
+    ev.similarity_mode = "dot_product"
+    assert ev.similarity_mode == "dot_product" and ev.score_threshold == 0.7
+    assert ev.evaluate(**case)["score"] > 2 / 3  # (s + 1) / 2 of the same cosines
+    with pytest.raises(ValueError, match="'manhattan'"):
+        ev.similarity_mode = "manhattan"
+    other = fixed(q=[1.0, 0.0], a=[1.0, 0.0], c=[1.0, 0.0])
+    ev.embed_model = other
+    assert ev.embed_model is other and ev.evaluate(**case)["score"] == pytest.approx(1.0)
+    assert ev.score_threshold == 0.7 and ev.similarity_mode == "dot_product"
+
+
+def test_a_threshold_set_after_construction_is_the_runs_pass_mark() -> None:
+    emb = fixed(q=[1.0, 0.0], a=HALF, c=[1.0, 0.0])
+    ev = ContextSimilarityEvaluator(emb)
+    case = ModelTestCase(input="q", actual_output="a", retrieval_context=["c"])
+    assert contextlens.evaluate([case], [ev], progress=False).results[0].success is None
+    ev.score_threshold = 0.5
+    assert contextlens.evaluate([case], [ev], progress=False).results[0].success is True
+
+
 # --- input errors, blank contexts, zero vectors --------------------------------------------
 
 

@@ -261,6 +261,22 @@ def test_track_records_in_the_configured_store_only(tmp_path):
         store_mod.configure(None)
 
 
+def test_project_name_without_tracking_is_refused_as_in_opik():
+    with pytest.raises(
+        ValueError, match=r"^project_name can be set only when `track` is set to True$"
+    ):
+        ContextPrecision(track=False, project_name="my-project")
+    assert ContextPrecision(track=True, project_name="my-project").project_name == "my-project"
+    assert ContextPrecision(track=False).track is False
+
+
+def test_positional_arguments_are_opiks():
+    """Opik's order: model, name, few_shot_examples, track, project_name, seed, temperature."""
+    metric = ContextPrecision(None, "precision", [], True, "my-project", 7, 0.2)
+    assert (metric.name, metric.few_shot_examples, metric.track) == ("precision", [], True)
+    assert (metric.project_name, metric.seed, metric.temperature) == ("my-project", 7, 0.2)
+
+
 # -- Opik's own surface: few-shot examples, error wording, the values the judge reads ---------
 
 

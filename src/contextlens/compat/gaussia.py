@@ -21,8 +21,10 @@ and ``n_failed`` counts the others.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from contextlens.compat.shell import judge_label, say
@@ -36,7 +38,7 @@ from contextlens.results import ItemResult
 from contextlens.retriever import Retriever
 from contextlens.runner import aevaluate
 from contextlens.schemas import Batch, Dataset, IterationLevel, SessionMetadata, StreamedBatch
-from contextlens.stats import FrequentistMode, StatisticalMode
+from contextlens.stats import BayesianMode, Estimate, FrequentistMode, StatisticalMode
 from contextlens.sync import run_sync
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "ContextInteraction",
     "ContextMetric",
     "Dataset",
+    "GaussiaMode",
     "IterationLevel",
     "SessionMetadata",
     "StreamedBatch",
@@ -156,9 +159,111 @@ def _tell(metric: ContextMetric) -> None:
             say(f"  {i.qa_id}: {i.context_awareness:.2f}  {i.reason}")
 
 
-def _mode(value: Any) -> StatisticalMode | None:
-    """``value`` when it is a statistical mode (``Context(mode)``), else None."""
-    return value if callable(getattr(value, "estimate", None)) else None
+def _mode(value: Any) -> Any:
+    """``value`` when it is a statistical mode (``Context(mode)``): contextlens's, or one
+    with gaussia's ``get_result_type``; else None."""
+    if isinstance(value, (type, Retriever)):
+        return None
+    if any(callable(getattr(value, n, None)) for n in ("estimate", "get_result_type")):
+        return value
+    return None
+
+
+def _own_estimate(mode: Any) -> bool:
+    """Whether ``mode`` has an ``estimate`` of its own (not the protocol's empty one that a
+    subclass of :class:`~contextlens.stats.StatisticalMode` inherits)."""
+    found = getattr(type(mode), "estimate", None)
+    return callable(found) and found is not getattr(StatisticalMode, "estimate", None)
+
+
+def _summary_value(result: Any, where: str) -> float:
+    """A primitive's result as one number: a point estimate, or a summary's ``mean``."""
+    value = result.get("mean") if isinstance(result, Mapping) else result
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(
+            f"statistical_mode: {where} returned {result!r:.80}, not a number or a summary "
+            "with a 'mean'"
+        )
+    return float(value)
+
+
+class GaussiaMode:
+    """A statistical mode written for gaussia (its five primitives, no ``estimate``), as the
+    engine asks for one, the way gaussia's ``Context`` uses it.
+
+    ``get_result_type() == "point_estimate"``: the session's score is
+    ``aggregate_metrics({"0": score, ...}, {"0": weight, ...})`` (a number, or a summary's
+    ``mean``), without an interval. ``"distribution"``: the weighted mean with the credible
+    interval of a Bayesian bootstrap of ``mc_samples`` draws at ``ci_level`` (the mode's own
+    attributes, else gaussia's defaults 5000 and 0.95), seeded by its ``rng_seed`` (else 42).
+    """
+
+    def __init__(self, mode: Any) -> None:
+        cls = type(mode).__name__
+        if not callable(getattr(mode, "get_result_type", None)):
+            raise TypeError(
+                f"statistical_mode: {cls} has neither estimate(values, weights) (contextlens's "
+                "modes) nor get_result_type() (gaussia's StatisticalMode): subclass "
+                "FrequentistMode or BayesianMode, or give it gaussia's get_result_type() and "
+                "aggregate_metrics(metrics, weights)"
+            )
+        kind = mode.get_result_type()
+        self.mode = mode
+        self.kind = kind
+        self._bayesian: BayesianMode | None = None
+        if kind == "distribution":
+            self._bayesian = BayesianMode(
+                mc_samples=getattr(mode, "mc_samples", 5000),
+                ci_level=getattr(mode, "ci_level", 0.95),
+                rng_seed=getattr(mode, "rng_seed", 42),
+            )
+        elif kind == "point_estimate":
+            if not callable(getattr(mode, "aggregate_metrics", None)):
+                raise TypeError(
+                    f"statistical_mode: {cls} is a point-estimate mode without "
+                    "aggregate_metrics(metrics, weights), which gives a session its score"
+                )
+            self._aggregate({"probe": 1.0}, {"probe": 1.0})  # a stub fails here, named
+        else:
+            raise ValueError(
+                f"statistical_mode: {cls}.get_result_type() returned {kind!r}; expected "
+                "'point_estimate' or 'distribution'"
+            )
+
+    @property
+    def name(self) -> str:
+        return f"gaussia:{type(self.mode).__name__}"
+
+    def _aggregate(self, metrics: dict[str, float], weights: dict[str, float]) -> float:
+        where = f"{type(self.mode).__name__}.aggregate_metrics({{...}}, {{...}})"
+        return _summary_value(self.mode.aggregate_metrics(metrics, weights), where)
+
+    def estimate(
+        self, values: Sequence[float] | np.ndarray, weights: np.ndarray, *, key: str = ""
+    ) -> Estimate:
+        """The session's estimate from its scores and weights."""
+        if self._bayesian is not None:
+            return self._bayesian.estimate(values, weights, key=key)
+        scores = [float(v) for v in values]
+        if not scores:
+            return Estimate(None, None, None, 0)
+        ids = [str(i) for i in range(len(scores))]
+        value = self._aggregate(
+            dict(zip(ids, scores, strict=True)),
+            dict(zip(ids, (float(w) for w in weights), strict=True)),
+        )
+        return Estimate(value, None, None, len(scores))
+
+    def __repr__(self) -> str:
+        return repr(self.mode)
+
+
+def engine_mode(mode: Any) -> StatisticalMode:
+    """``mode`` as the engine's statistical mode: contextlens's as it is, one written for
+    gaussia through :class:`GaussiaMode`; a ``TypeError`` naming what a mode lacks."""
+    if _own_estimate(mode):
+        return mode
+    return GaussiaMode(mode)
 
 
 class Context:
@@ -181,7 +286,9 @@ class Context:
             ``"http://localhost:11434/v1#llama3.1"``), or None for the offline estimate (in
             :func:`contextlens.evaluate`, the run's judge).
         statistical_mode: :class:`~contextlens.stats.FrequentistMode` (default: the weighted
-            mean) or :class:`~contextlens.stats.BayesianMode` (with a credible interval).
+            mean), :class:`~contextlens.stats.BayesianMode` (with a credible interval), or a
+            mode written for gaussia: a ``StatisticalMode`` subclass with gaussia's
+            primitives, used as gaussia's ``Context`` uses it (:class:`GaussiaMode`).
         use_structured_output: None (default) or True ask for constrained JSON where the
             judge supports it; False sends the prompt alone.
         strict: kept for gaussia's sake: every reply is validated against its schema.
@@ -211,7 +318,7 @@ class Context:
         if statistical_mode is None and _mode(retriever) is not None:
             retriever, statistical_mode = None, _mode(retriever)
         self.model = model
-        self.statistical_mode = statistical_mode or FrequentistMode()
+        self.statistical_mode = FrequentistMode() if statistical_mode is None else statistical_mode
         self.use_structured_output = use_structured_output
         self.strict = strict
         self.bos_json_clause = bos_json_clause
@@ -220,7 +327,7 @@ class Context:
         self.metrics: list[ContextMetric] = []
         judge = as_backend(model, use_structured_output=use_structured_output)
         self.metric = ContextAwareness(
-            statistical_mode=self.statistical_mode,
+            statistical_mode=engine_mode(self.statistical_mode),
             judge=judge,
             fence=Fence(bos_json_clause, eos_json_clause),
             max_prompt_tokens=max_prompt_tokens,

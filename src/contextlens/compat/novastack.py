@@ -182,8 +182,9 @@ class ContextSimilarityEvaluator:
         max_embed_tokens: the longest text embedded (characters / 4); a case with a longer
             query, answer or context fails with its size.
 
-    The object is configuration only: ``evaluate``/``aevaluate`` may run concurrently on
-    one instance.
+    ``score_threshold``, ``similarity_mode`` and ``embed_model`` may be set after
+    construction, as in novastack; a value it refuses changes nothing. The object is
+    configuration only: ``evaluate``/``aevaluate`` may run concurrently on one instance.
     """
 
     case_type = ModelTestCase
@@ -199,25 +200,65 @@ class ContextSimilarityEvaluator:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.embed_model = embed_model
         self.batch_size = batch_size
-        embedder = None if embed_model is None else as_embedder(embed_model, max_texts=batch_size)
-        self.metric = ContextSimilarityScorer(
+        self.max_embed_tokens = max_embed_tokens
+        self._embed_model = embed_model
+        self.metric = self._core(similarity_mode, score_threshold, self._embedder(embed_model))
+
+    def _embedder(self, embed_model: Any) -> Embedder | None:
+        return None if embed_model is None else as_embedder(embed_model, max_texts=self.batch_size)
+
+    def _core(
+        self,
+        similarity_mode: SimilarityModeName | str,
+        score_threshold: float | None,
+        embedder: Embedder | None,
+    ) -> ContextSimilarityScorer:
+        """The metric this shell runs; checks every setting (so a bad one changes nothing)."""
+        return ContextSimilarityScorer(
             similarity_mode=similarity_mode,
             threshold=_checked_threshold(score_threshold),
             names=_NAMES,
             embedder=embedder,
-            max_embed_tokens=max_embed_tokens,
+            max_embed_tokens=self.max_embed_tokens,
         )
 
     name = property(lambda self: self.metric.name)
-    similarity_mode = property(lambda self: self.metric.config.similarity_mode)
+
+    @property
+    def similarity_mode(self) -> str:
+        """``"cosine"``, ``"dot_product"`` or ``"euclidean"``; may be set, as in novastack."""
+        return self.metric.config.similarity_mode
+
+    @similarity_mode.setter
+    def similarity_mode(self, value: SimilarityModeName | str) -> None:
+        core = self.metric
+        self.metric = self._core(value, core.threshold, core.embedder)
 
     @property
     def score_threshold(self) -> float:
-        """The pass mark given, else novastack's default (0.8), which is then not applied."""
+        """The pass mark given, else novastack's default (0.8), which is then not applied.
+        Set it at any time, as in novastack (a number in [0, 1]; None: no pass mark):
+        ``passing`` of the next ``evaluate`` is ``score >= score_threshold``."""
         given = self.metric.threshold
         return NOVASTACK_THRESHOLD if given is None else given
+
+    @score_threshold.setter
+    def score_threshold(self, value: float | None) -> None:
+        core = self.metric
+        self.metric = self._core(core.config.similarity_mode, value, core.embedder)
+
+    @property
+    def embed_model(self) -> Any:
+        """The embedding model given (None: the bundled one); may be set, as in novastack."""
+        return self._embed_model
+
+    @embed_model.setter
+    def embed_model(self, value: Any) -> None:
+        core = self.metric
+        embedder = self._embedder(value)
+        self.metric = self._core(core.config.similarity_mode, core.threshold, embedder)
+        self._embed_model = value
 
     def __repr__(self) -> str:
         embedder = self.metric.embedder.name if self.metric.embedder else "bundled MiniLM"

@@ -11,7 +11,8 @@ context precision score: ..." with the reason), except that an exception the use
 model raised, and that no retry could mend, reaches the caller as it is;
 :func:`to_score_result` turns a failed result into ``ScoreResult(scoring_failed=True)``.
 ``few_shot_examples`` are Opik's list of dicts, given and read back
-(:data:`FEW_SHOT_EXAMPLES` are the defaults).
+(:data:`FEW_SHOT_EXAMPLES` are the defaults). :class:`OpikBaseModel` is the base class of a
+custom judge model.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from contextlens.compat.models import OpikBaseModel
 from contextlens.compat.shell import judge_label, score_one
 from contextlens.errors import InputError, MetricComputationError
 from contextlens.judges.errors import user_errors
@@ -36,7 +38,13 @@ from contextlens.schemas import MetricResult, ModelTestCase
 from contextlens.store import record_score
 from contextlens.sync import run_sync
 
-__all__ = ["FEW_SHOT_EXAMPLES", "ContextPrecision", "ScoreResult", "to_score_result"]
+__all__ = [
+    "FEW_SHOT_EXAMPLES",
+    "ContextPrecision",
+    "OpikBaseModel",
+    "ScoreResult",
+    "to_score_result",
+]
 
 #: Opik's name of the metric: the ``name`` of its score results. In a run the metric goes by
 #: its registered name, ``context-precision`` (another ``name`` is the instance's label).
@@ -125,7 +133,8 @@ class ContextPrecision:
             OpenAI-compatible and LiteLLM backends); ignored for LangChain models and Judge
             objects, which carry their own settings. ``temperature=None`` keeps the backend's
             default of 0.0.
-        project_name: accepted for Opik compatibility and ignored.
+        project_name: accepted for Opik compatibility and ignored; as in Opik, it needs
+            ``track=True`` (a ``ValueError`` otherwise).
         max_prompt_tokens: the prompt budget of the judge call (characters / 4); a case
             over it fails with its size and is not sent.
         max_embed_tokens: offline, the longest text embedded (characters / 4); a longer
@@ -140,13 +149,15 @@ class ContextPrecision:
         name: str = DEFAULT_NAME,
         few_shot_examples: Sequence[Mapping[str, Any] | BaseModel] | None = None,
         track: bool = True,
+        project_name: str | None = None,
         seed: int | None = None,
         temperature: float | None = None,
         *,
-        project_name: str | None = None,
         max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
         max_embed_tokens: int = DEFAULT_MAX_EMBED_TOKENS,
     ) -> None:
+        if not track and project_name is not None:  # Opik's own check and message
+            raise ValueError("project_name can be set only when `track` is set to True")
         judge = as_backend(model, temperature=temperature, seed=seed)
         self._name = name
         self.metric = ContextPrecisionScorer(

@@ -10,7 +10,6 @@ from typing import Any
 from contextlens.engine.accounting import Counts
 from contextlens.judges.base import Judge
 from contextlens.judges.spec import is_offline
-from contextlens.metrics.metric import Metric
 from contextlens.results import ItemResult
 from contextlens.runner import aevaluate
 
@@ -31,9 +30,10 @@ class Scored:
         return acc.cost
 
 
-async def score_one(metric: Metric[Any], case: Any) -> Scored:
-    """``metric`` on ``case`` through the engine path of ``evaluate`` (default cache, the
-    shared limiter, retries, accounting), with the metric's own judge and embedder."""
+async def score_one(metric: Any, case: Any) -> Scored:
+    """``metric`` (a metric core) on ``case`` through the engine path of ``evaluate``
+    (default cache, the shared limiter, retries, accounting), with the metric's own judge and
+    embedder."""
     run = await aevaluate([case], [metric], progress=False, keep_results=True)
     [item] = run.results
     [summary] = run.summaries.values()
