@@ -132,7 +132,7 @@ async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     value, error = await asyncio.get_running_loop().run_in_executor(_user_pool(), call)
     if error is not None:
         raise error
-    return value
+    return value  # type: ignore[return-value]  # no error: fn returned it
 
 
 def _outcome(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T | None, Exception | None]:

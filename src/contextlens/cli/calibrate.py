@@ -74,7 +74,7 @@ def calibrate(
         rows = [
             [
                 s.value,
-                s.n,
+                str(s.n),
                 f"{s.n_positive} / {s.n_negative}",
                 fmt(s.auroc),
                 fmt(s.balanced_accuracy),

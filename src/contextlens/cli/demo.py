@@ -18,7 +18,8 @@ from contextlens.cli.options import (
     build_metrics,
     judge_option,
 )
-from contextlens.cli.run import command_line, finish
+from contextlens.cli.run.execute import finish
+from contextlens.cli.run.record import command_line
 from contextlens.terminal import line
 
 

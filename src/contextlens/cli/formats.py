@@ -71,7 +71,7 @@ def append_or_write(path: Path, text: str) -> None:
     summary of a GitHub Actions job (``$GITHUB_STEP_SUMMARY``), which others write into too,
     else written whole."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    append = bool(summary) and path.exists() and path.resolve() == Path(summary).resolve()
+    append = summary is not None and path.exists() and path.resolve() == Path(summary).resolve()
     if not append:
         make_folder(path.parent)
         write_text(path, text)

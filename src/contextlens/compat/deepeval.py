@@ -34,12 +34,12 @@ from contextlens.metrics.base import (
     DEFAULT_MAX_PROMPT_TOKENS,
     DEFAULT_PASS,
 )
-from contextlens.metrics.metric import Metric
 from contextlens.metrics.contextual_relevancy import (
     ContextualRelevancyScorer,
     RelevancyDetails,
     StatementVerdict,
 )
+from contextlens.metrics.metric import Metric
 from contextlens.metrics.registry import key_of
 from contextlens.results import EvalRun, ItemResult
 from contextlens.runner import aevaluate, as_case, as_metric, case_id

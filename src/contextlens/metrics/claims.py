@@ -120,8 +120,8 @@ def claims_schema(n_chunks: int, max_claims: int) -> type[ClaimsReply]:
         "Claim",
         __base__=Reply,
         claim=(str, text_field("one fact the text states, self-contained, in a few words", 200)),
-        chunk=(
-            Literal[numbers],  # type: ignore[valid-type]
+        chunk=(  # type: ignore[arg-type]  # a Literal of the call's chunk numbers
+            Literal[numbers],
             Field(description="the number of the closest chunk; 0 when no chunk is about it"),
         ),
         reason=(str, text_field("at most fifteen words", 120)),
@@ -131,7 +131,7 @@ def claims_schema(n_chunks: int, max_claims: int) -> type[ClaimsReply]:
         "Claims",
         __base__=ClaimsReply,
         claims=(
-            list[claim],  # type: ignore[valid-type]
+            list[claim],
             Field(min_length=0, max_length=max_claims),
         ),
     )

@@ -339,11 +339,11 @@ class ContextAwareness(Metric[Dataset]):
             if i.error is not None or (i.score is None and i.not_applicable is None)
         ]
         values = np.array([i.score for i in scored], dtype=float)
-        weights = np.array([i.weight for i in scored], dtype=float)
+        shares = np.array([i.weight for i in scored], dtype=float)
         if len(scored):
-            total = weights.sum()
-            weights = weights / total if total > 0 else np.full(len(scored), 1 / len(scored))
-        estimate = self.config.statistical_mode.estimate(values, weights, key=session.session_id)
+            total = shares.sum()
+            shares = shares / total if total > 0 else np.full(len(scored), 1 / len(scored))
+        estimate = self.config.statistical_mode.estimate(values, shares, key=session.session_id)
         details = ContextDetails(
             n_interactions=len(interactions),
             n_failed=len(failed),

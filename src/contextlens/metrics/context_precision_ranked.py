@@ -132,7 +132,7 @@ def verdicts_schema(n_chunks: int) -> type[VerdictsReply]:
         "RankedPrecision",
         __base__=VerdictsReply,
         verdicts=(
-            list[verdict],  # type: ignore[valid-type]
+            list[verdict],
             Field(
                 min_length=n_chunks,
                 max_length=n_chunks,

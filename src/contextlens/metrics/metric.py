@@ -267,13 +267,15 @@ class ProtocolMetric(Metric[Any]):
             "details_type": getattr(inner, "details_type", MetricDetails),
         }
         adapter = type(f"{type(inner).__name__}Metric", (cls,), declared)
-        threshold = getattr(inner, "threshold", None)
-        number = isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
+        given = getattr(inner, "threshold", None)
+        threshold = None
+        if isinstance(given, (int, float)) and not isinstance(given, bool) and 0 <= given <= 1:
+            threshold = float(given)
         label = getattr(inner, "label", None)
         made: ProtocolMetric = adapter(
             judge=getattr(inner, "judge", None),
             embedder=getattr(inner, "embedder", None),
-            threshold=float(threshold) if number and 0 <= threshold <= 1 else None,
+            threshold=threshold,
             label=label if isinstance(label, str) else None,
         )
         made.inner = inner

@@ -54,7 +54,8 @@ class VerdictsReply(Reply):
         return 160 + 28 * cls.n_statements
 
     def verdict_of(self, number: int) -> Literal["yes", "no"]:
-        return self.verdicts[number - 1]  # type: ignore[attr-defined,no-any-return]
+        verdicts: list[Literal["yes", "no"]] = getattr(self, "verdicts")  # noqa: B009
+        return verdicts[number - 1]
 
     def reasons(self) -> dict[int, str]:
         """The reason given for each statement number (the "no"s)."""
@@ -80,7 +81,7 @@ def verdicts_schema(n_statements: int, with_reason: bool) -> type[VerdictsReply]
         "Irrelevant",
         __base__=Reply,
         statements=(
-            list[number],  # type: ignore[valid-type]
+            list[number],
             Field(
                 min_length=1,
                 max_length=n_statements,
@@ -99,7 +100,7 @@ def verdicts_schema(n_statements: int, with_reason: bool) -> type[VerdictsReply]
             ),
         ),
         "irrelevant": (
-            list[irrelevant],  # type: ignore[valid-type]
+            list[irrelevant],
             Field(
                 max_length=n_statements,
                 description="why the statements judged no are not relevant, one entry per reason",

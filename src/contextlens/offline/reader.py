@@ -124,6 +124,7 @@ class ClaimReader:
         threads: int | None = None,
         max_batch_tokens: int = 4096,
     ) -> None:
+        self.sha256: str | None
         if model_path is None:
             shipped, self.card = _shipped()
             self.model_path, self.sha256 = shipped, str(self.card["sha256"])

@@ -247,8 +247,9 @@ def _features(
             out.append(ItemFeatures(claims, None, [], None))
             continue
         _, start, details, closest = part
-        rows = matrix[start : start + len(claims)]
-        out.append(ItemFeatures(claims, rows, details, replies[k], closest))
+        out.append(
+            ItemFeatures(claims, matrix[start : start + len(claims)], details, replies[k], closest)
+        )
         k += 1
     return out
 
@@ -338,10 +339,10 @@ async def score_support(
     feats = await support_features(items, embedder)
     scored = [f for f in feats if f.reply is not None]
     reply_p = (
-        model.predict(np.stack([f.reply for f in scored])[:, inputs]) if scored else np.zeros(0)
+        model.predict(np.stack([_reply(f) for f in scored])[:, inputs]) if scored else np.zeros(0)
     )
     claim_p = (
-        model.predict(np.concatenate([claim_features(f.rows) for f in scored])[:, inputs])
+        model.predict(np.concatenate([claim_features(_rows(f)) for f in scored])[:, inputs])
         if scored
         else np.zeros(0)
     )
@@ -360,3 +361,15 @@ async def score_support(
         k += 1
         results.append(SupportResult(score, claims, reason_for(claims)))
     return results
+
+
+def _reply(features: ItemFeatures) -> np.ndarray:
+    """The reply features of an item that has them."""
+    assert features.reply is not None
+    return features.reply
+
+
+def _rows(features: ItemFeatures) -> np.ndarray:
+    """The claim rows of an item that has them (its reply was scored)."""
+    assert features.rows is not None
+    return features.rows

@@ -54,7 +54,12 @@ def clean(value: Any) -> Any:
 
 @cache
 def asset(name: str) -> str:
-    return resources.files("contextlens.report").joinpath("templates", name).read_text("utf-8")
+    return (
+        resources.files("contextlens.report")
+        .joinpath("templates")
+        .joinpath(name)
+        .read_text("utf-8")
+    )
 
 
 @cache

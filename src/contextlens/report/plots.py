@@ -219,7 +219,7 @@ def diff_histogram(
     """SVG histogram of paired differences (B - A), symmetric around 0, ties in the middle."""
     values = np.asarray([v for v in diffs if finite(v) is not None], dtype=float)
     extent = max(
-        [abs(v) for v in (mean_diff, ci_low, ci_high) if finite(v) is not None]
+        [abs(f) for f in (finite(v) for v in (mean_diff, ci_low, ci_high)) if f is not None]
         + ([float(np.abs(values).max())] if values.size else [])
         + [0.05]
     )

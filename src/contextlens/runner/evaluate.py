@@ -26,6 +26,7 @@ from contextlens.runner.dry_run import CostEstimate, DryRunJudge, estimate_of, m
 from contextlens.runner.executor import Executor, resolve_executor
 from contextlens.runner.folder import RunFolder
 from contextlens.runner.loop import RunLoop, score_item
+from contextlens.schemas import MetricKey
 from contextlens.sync import run_sync
 
 __all__ = [
@@ -85,7 +86,7 @@ async def aevaluate(
         thresholds=run_config.thresholds,
         preflight=not dry_run,  # a dry run makes no call: a key need not be set
     )
-    dry: dict[str, DryRunJudge | None] = {}
+    dry: dict[MetricKey, DryRunJudge | None] = {}
     if dry_run:
         bound, dry = _dry_run_metrics(bound, run_config.folder)
     cap = None if dry_run else cost_cap(bound, run_config.max_cost)
@@ -110,15 +111,15 @@ async def aevaluate(
 
 def _dry_run_metrics(
     bound: Sequence[BoundMetric], folder: RunFolder | None
-) -> tuple[list[BoundMetric], dict[str, DryRunJudge | None]]:
+) -> tuple[list[BoundMetric], dict[MetricKey, DryRunJudge | None]]:
     """The metrics of a dry run: each judge replaced by a :class:`DryRunJudge`, expecting
     the replies measured by the runs in the same ``out`` folder."""
-    names: dict[str, str] = {
+    names: dict[MetricKey, str] = {
         b.key: b.services.judge.name for b in bound if b.services.judge is not None
     }
     measured = measured_completions(folder.out if folder is not None else None, names)
     out: list[BoundMetric] = []
-    judges: dict[str, DryRunJudge | None] = {}
+    judges: dict[MetricKey, DryRunJudge | None] = {}
     for b in bound:
         judge = b.services.judge
         dry = DryRunJudge(judge, measured) if judge is not None else None

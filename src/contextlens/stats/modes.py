@@ -189,7 +189,7 @@ class BayesianMode:
         self.rng_seed = None if rng_seed is None else int(rng_seed)
         self.bounds = (low, high)
         self._entropy: int = (
-            self.rng_seed if self.rng_seed is not None else int(np.random.SeedSequence().entropy)
+            self.rng_seed if self.rng_seed is not None else int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
         )
         #: The draws of the primitives (not of :meth:`estimate`, whose streams are per key).
         self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self._entropy)))

@@ -203,5 +203,5 @@ def _ray_executor(address: str | None) -> Any:
     except ImportError as exc:
         raise UsageProblem(str(exc)) from None
     executor.address = None if address == "local" else address
-    executor.preflight()  # type: ignore[attr-defined]  # a missing cluster is said now
+    executor.preflight()  # a cluster that is not there is said now, before any work
     return executor

@@ -125,12 +125,12 @@ class RayExecutor:
         judge, embedder = config.judge, config.embedder
         check_sendable(cores, judge, embedder)
         connect(self.address)
-        permit_actor = ray.remote(Permits)
+        permit_actor: Any = ray.remote(Permits)
         permits = {  # by name: the workers look them up, so a restarted worker finds them
             key: (f"contextlens-permits-{uuid.uuid4().hex}", n, origin)
             for key, (n, origin) in limits.items()
         }
-        permit_actors = [
+        permit_actors: list[Any] = [
             permit_actor.options(
                 name=name,
                 num_cpus=0,

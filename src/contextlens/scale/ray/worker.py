@@ -21,6 +21,7 @@ from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner import RunFolder, aevaluate, case_id
 from contextlens.runner.summaries import language_noted
 from contextlens.scale.ray.permits import ClusterLimiter, ClusterLimits
+from contextlens.schemas import MetricKey
 from contextlens.stats import FrequentistMode
 
 __all__ = ["Payload", "Plan", "Worker", "read_shard", "whole_lines"]
@@ -49,9 +50,9 @@ class Payload:
     note; the JSON lines of the items; seconds per metric; the accounting entries."""
 
     shard: str | None
-    rows: list[tuple[int, str, list[float | None], bool, bool | None, bool, bool]]
+    rows: list[tuple[int, MetricKey, list[float | None], bool, bool | None, bool, bool]]
     lines: list[tuple[int, str]]
-    seconds: dict[str, float]
+    seconds: dict[MetricKey, float]
     entries: list[LedgerEntry]
 
 
@@ -157,7 +158,7 @@ def payload_of(
         shard=shard,
         rows=rows,
         lines=lines,
-        seconds={name: s.seconds for name, s in summaries.items()},
+        seconds={MetricKey(name): s.seconds for name, s in summaries.items()},
         entries=list(accounting.entries),
     )
 
