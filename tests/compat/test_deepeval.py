@@ -459,3 +459,26 @@ def test_a_constrained_reply_stays_strict():
         assert lenient.measure(case(REFUND)) == 1.0
         assert lenient.result.details.attempts == 1
         assert "response_format" not in server.requests[-1]
+
+
+def test_a_generate_reason_that_names_only_some_variables_gets_those(rule_model):
+    """A reason prompt written for what it needs: DeepEval users override
+    ``generate_reason(input, score)`` alone; it is called with those two and no others."""
+    seen: dict[str, object] = {}
+
+    class Template(ContextualRelevancyTemplate):
+        @staticmethod
+        def generate_reason(input, score):
+            seen.update(input=input, score=score)
+            return f"REASON PLEASE for {score}"
+
+    def answer(prompt: str) -> str:
+        if prompt.startswith("REASON PLEASE"):
+            return fenced({"reason": "short and sweet"})
+        return fenced(rule_reply(prompt, with_reason=REASON_ASKED in prompt))
+
+    metric = ContextualRelevancyMetric(model=rule_model(answer), evaluation_template=Template)
+    assert metric.measure(case(REFUND, SHIPPING)) == 0.5
+    assert set(seen) == {"input", "score"} and seen["score"] == 0.5
+    assert "input_" in str(seen["input"])  # the input as its data block
+    assert metric.reason == "1 of 2 statements are relevant. short and sweet"

@@ -176,3 +176,46 @@ def test_the_settings_digest_covers_exactly_the_declared_files(name, monkeypatch
             assert resources.files(package).joinpath(file).is_file(), (name, file)
     digest = settings_of(metric).prompts
     assert (digest is None) == (not kind.prompts and not kind.offline_models)
+
+
+def test_refitting_one_offline_model_changes_only_the_digests_of_its_metrics(monkeypatch):
+    """The digest of a metric reads only the files it declares: a changed relevance model
+    moves contextual relevancy's digest and ranked precision's (which reads it without a
+    reference), never faithfulness's or context's."""
+    from contextlens.metrics import settings
+
+    before = {name: settings_of(registry.create(name)).prompts for name in BUILT_IN}
+    real = settings._read
+
+    def refitted(package: str, name: str) -> bytes:
+        data = real(package, name)
+        return data + b" " if name == "weights/relevance.json" else data
+
+    settings._digest.cache_clear()
+    monkeypatch.setattr(settings, "_read", refitted)
+    after = {name: settings_of(registry.create(name)).prompts for name in BUILT_IN}
+    settings._digest.cache_clear()
+    changed = {name for name in BUILT_IN if before[name] != after[name]}
+    users = {
+        name
+        for name in BUILT_IN
+        if "weights/relevance.json" in type(registry.create(name)).offline_models
+    }
+    assert changed == users == {"contextual-relevancy", "context-precision-ranked"}
+
+
+def test_a_mode_without_an_estimate_of_its_own_is_refused_naming_what_it_lacks():
+    from contextlens.runner import RunConfig
+    from contextlens.stats import StatisticalMode
+
+    class Sketch(StatisticalMode):  # gaussia's docs write a mode like this
+        @property
+        def name(self) -> str:
+            return "sketch"
+
+    for make in (
+        lambda: registry.create("context", statistical_mode=Sketch()),
+        lambda: RunConfig(statistical_mode=Sketch()),
+    ):
+        with pytest.raises(TypeError, match=r"Sketch has no estimate\(values, weights"):
+            make()

@@ -52,7 +52,7 @@ from contextlens.offline.routes import Route, reader_details, support_route, sup
 from contextlens.offline.support import SupportItem, SupportResult
 from contextlens.redact import logger
 from contextlens.schemas import Batch, Dataset
-from contextlens.stats import BayesianMode, StatisticalMode, resolve_weights
+from contextlens.stats import BayesianMode, StatisticalMode, checked_mode, resolve_weights
 
 log = logger("contextlens.context")
 
@@ -159,7 +159,7 @@ class ContextConfig(SupportConfig):
     @field_validator("statistical_mode", mode="before")
     @classmethod
     def _mode(cls, value: Any) -> Any:
-        return BayesianMode() if value is None else value
+        return BayesianMode() if value is None else checked_mode(value)
 
 
 @metric(

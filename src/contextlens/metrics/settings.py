@@ -102,10 +102,17 @@ def _digest(prompts: tuple[str, ...], models: tuple[str, ...]) -> str | None:
         return None
     digest = hashlib.sha256()
     for package, names in ((_PROMPTS, prompts), (_WEIGHTS, models)):
-        root = resources.files(package)
         for name in sorted(names):
-            digest.update(name.encode() + b"\0" + root.joinpath(name).read_bytes())
+            digest.update(name.encode() + b"\0" + _read(package, name))
     return digest.hexdigest()[:16]
+
+
+def _read(package: str, name: str) -> bytes:
+    """A packaged file's bytes (``name`` may hold ``/``)."""
+    entry = resources.files(package)
+    for part in name.split("/"):
+        entry = entry.joinpath(part)
+    return entry.read_bytes()
 
 
 @cache

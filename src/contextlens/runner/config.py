@@ -29,7 +29,7 @@ from contextlens.provenance import DataFile
 from contextlens.redact import redact
 from contextlens.results import RecordedConfig
 from contextlens.runner.folder import RunFolder
-from contextlens.stats import StatisticalMode
+from contextlens.stats import StatisticalMode, checked_mode
 
 __all__ = ["ProgressCallback", "RunConfig", "RunOptions"]
 
@@ -84,6 +84,11 @@ class RunConfig(BaseModel):
     tags: dict[str, str] = Field(default_factory=dict)
     data_file: DataFile | None = None
     command: str | None = None
+
+    @field_validator("statistical_mode")
+    @classmethod
+    def _estimating_mode(cls, value: StatisticalMode | None) -> StatisticalMode | None:
+        return None if value is None else checked_mode(value)
 
     @field_validator("name")
     @classmethod

@@ -12,7 +12,13 @@ from contextlens.stats.bootstrap import (
     bayesian_bootstrap_means,
     repeated_interval,
 )
-from contextlens.stats.modes import BayesianMode, Estimate, FrequentistMode, StatisticalMode
+from contextlens.stats.modes import (
+    BayesianMode,
+    Estimate,
+    FrequentistMode,
+    StatisticalMode,
+    checked_mode,
+)
 from contextlens.stats.weights import WeightWarning, resolve_weights, weighted_mean
 
 __all__ = [
@@ -23,6 +29,7 @@ __all__ = [
     "StatisticalMode",
     "WeightWarning",
     "bayesian_bootstrap_means",
+    "checked_mode",
     "repeated_interval",
     "resolve_weights",
     "weighted_mean",

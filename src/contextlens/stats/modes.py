@@ -23,7 +23,7 @@ from contextlens.stats.primitives import (
 )
 from contextlens.stats.weights import _as_values_weights
 
-__all__ = ["BayesianMode", "Estimate", "FrequentistMode", "StatisticalMode"]
+__all__ = ["BayesianMode", "Estimate", "FrequentistMode", "StatisticalMode", "checked_mode"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,20 @@ class StatisticalMode(Protocol):
         ``key`` (e.g. the session id) identifies the estimate, for reproducible randomness.
         """
         ...
+
+
+def checked_mode(mode: Any) -> StatisticalMode:
+    """``mode`` when it can estimate: it has an ``estimate`` of its own, not the empty one a
+    subclass of :class:`StatisticalMode` inherits. A TypeError names what it lacks."""
+    found = getattr(type(mode), "estimate", None)
+    if callable(found) and found is not getattr(StatisticalMode, "estimate", None):
+        return mode
+    raise TypeError(
+        f"statistical_mode: {type(mode).__name__} has no estimate(values, weights, *, key) of "
+        "its own, which the engine calls; subclass FrequentistMode or BayesianMode, or give a "
+        "mode written for gaussia (aggregate_metrics, get_result_type) to contextlens.Context, "
+        "which adapts it"
+    )
 
 
 class FrequentistMode:
