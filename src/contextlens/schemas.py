@@ -80,6 +80,25 @@ class CaseModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     fields_table: ClassVar[FieldTable]
+    #: Fields of the table this model leaves out (a session's metadata has no conversation).
+    omits: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """The model and its field table are one: the same fields (a TypeError names any
+        that only one of them has), each field's description its table entry's."""
+        super().__pydantic_init_subclass__(**kwargs)
+        table = {f.name: f for f in cls.fields_table.fields if f.name not in cls.omits}
+        only_model = sorted(set(cls.model_fields) - set(table))
+        only_table = sorted(set(table) - set(cls.model_fields))
+        if only_model or only_table:
+            raise TypeError(
+                f"{cls.__name__} and the {cls.fields_table.kind} field table differ: in the "
+                f"model only {only_model}, in the table only {only_table}"
+            )
+        for name, info in cls.model_fields.items():
+            info.description = info.description or table[name].doc
+        cls.model_rebuild(force=True)
 
     @model_validator(mode="after")
     def _writable(self) -> CaseModel:
@@ -199,6 +218,7 @@ class SessionMetadata(CaseModel):
     conversation."""
 
     fields_table = SESSION_FIELDS
+    omits = frozenset({"conversation"})
 
     session_id: str
     assistant_id: str
