@@ -52,15 +52,18 @@ class CaseField:
         """The type as a user reads it."""
         return {
             "text": "text",
-            "texts": "a list of texts (a JSON array in CSV)",
+            "texts": "a list of texts (in CSV a JSON array, or a Python list as pandas writes it)",
             "id": "text (numbers are read as text)",
-            "ids": "a list of ids (a JSON array in CSV; numbers are read as text)",
+            "ids": (
+                "a list of ids (in CSV a JSON array, or a Python list as pandas writes it; "
+                "numbers are read as text)"
+            ),
             "graded_ids": (
-                "a list of ids, or an object of id -> grade (a number >= 0; a JSON array or "
-                "object in CSV)"
+                "a list of ids, or an object of id -> grade (a number >= 0; in CSV a JSON array "
+                "or object, or a Python list or dict as pandas writes it)"
             ),
             "number": "a number",
-            "object": "an object (a JSON object in CSV)",
+            "object": "an object (in CSV a JSON object, or a Python dict as pandas writes it)",
             "interactions": "a list of interaction objects",
             "flag": "true or false",
             "any": "any value, kept as given",
@@ -177,6 +180,18 @@ _DEEPEVAL_UNREAD: tuple[tuple[str, FieldType], ...] = (
     ("custom_column_key_values", "object"),
 )
 
+#: Ragas's ``SingleTurnSample`` fields (and its test-set generator's ``synthesizer_name``)
+#: that no metric here reads, with their types: a Ragas sample or data set is taken as it is,
+#: and they are kept with the case.
+_RAGAS_UNREAD: tuple[tuple[str, FieldType], ...] = (
+    ("multi_responses", "texts"),
+    ("rubrics", "object"),
+    ("persona_name", "text"),
+    ("query_style", "text"),
+    ("query_length", "text"),
+    ("synthesizer_name", "text"),
+)
+
 TEST_CASE_FIELDS = FieldTable(
     "test case",
     (
@@ -239,6 +254,10 @@ TEST_CASE_FIELDS = FieldTable(
         *(
             CaseField(name, kind, "optional; DeepEval's LLMTestCase field, kept, not read")
             for name, kind in _DEEPEVAL_UNREAD
+        ),
+        *(
+            CaseField(name, kind, "optional; Ragas's sample field, kept, not read")
+            for name, kind in _RAGAS_UNREAD
         ),
         CaseField(OWN_DATA, "object", _META_DOC, aliases=("additional_metadata", "metadata")),
     ),

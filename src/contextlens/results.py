@@ -35,6 +35,14 @@ RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
 """The name, in a run's folder, of its summaries and configuration."""
 
+FAILED, BELOW, PASS, SCORED = "failed", "below", "pass", "scored"
+NOT_APPLICABLE, NOT_RUN = "not applicable", "not run"
+STATUSES = (FAILED, BELOW, PASS, SCORED, NOT_APPLICABLE, NOT_RUN)
+"""The statuses an item has in the report, the files for CI and ``to_pandas()``: ``pass``
+or ``below`` (its score against the pass mark the run set), ``scored`` (a score without a
+verdict), ``failed`` (not scored), ``not applicable`` (the metric does not apply to the
+case), ``not run`` (the run stopped before it)."""
+
 
 class ItemResult(BaseModel):
     """One metric's verdict on one case (the mean over repeats when ``repeats > 1``).
@@ -91,6 +99,14 @@ class ItemResult(BaseModel):
     def exception(self) -> BaseException | None:
         """The exception that failed the item, when it happened in this process."""
         return self._exception
+
+
+def status_of(item: ItemResult) -> str:
+    """The item's status (one of :data:`STATUSES`): its :attr:`~ItemResult.status`, the
+    verdict against the pass mark the run set; ``scored`` for a score without a verdict."""
+    if item.status == "below threshold":
+        return SCORED if item.success is None else BELOW
+    return item.status
 
 
 class MetricSummary(BaseModel):
@@ -297,18 +313,31 @@ class EvalRun(BaseModel):
         of the metric (``context_precision_metric``); an error says which metrics ran."""
         return self.summaries[match(name, list(self.summaries))]
 
-    def to_pandas(self) -> Any:
-        """One row per case and metric (needs pandas): the item's fields, then its case's
-        (the fields of :func:`case_columns`; a session's ``assistant_id``, ``context`` and
-        ``turns``), then one ``meta.KEY`` column per key of the cases' ``meta``."""
+    def to_pandas(self, wide: bool = False) -> Any:
+        """The run's items as a DataFrame (needs pandas).
+
+        Long (the default): one row per case and metric, the item's fields with its
+        ``status`` (one of :data:`STATUSES`) after its ``score``, then its case's (the
+        fields of :func:`case_columns`; a session's ``assistant_id``, ``context`` and
+        ``turns``), then one ``meta.KEY`` column per key of the cases' ``meta``.
+
+        ``wide=True``: one row per case, in the run's order: ``case_id``, the case's
+        columns and ``meta.KEY`` columns, then for each metric key ``KEY.score`` and
+        ``KEY.status`` (empty where the metric has no item for the case)."""
         try:
             import pandas as pd
         except ImportError as exc:
             raise ImportError("to_pandas() needs pandas: pip install pandas") from exc
         cases = self.cases()
+        if wide:
+            return pd.DataFrame(self._wide_rows(cases))
         rows = []
         for item in self.iter_results():
-            row = item.model_dump(exclude={"details"})
+            row: dict[str, Any] = {}
+            for key, value in item.model_dump(exclude={"details"}).items():
+                row[key] = value
+                if key == "score":
+                    row["status"] = status_of(item)
             record = cases.get(item.case_id)
             if record is not None:
                 row.update(_case_columns(record))
@@ -316,6 +345,29 @@ class EvalRun(BaseModel):
         frame = pd.DataFrame(rows)
         meta = sorted(c for c in frame.columns if c.startswith("meta."))
         return frame[[c for c in frame.columns if c not in meta] + meta]
+
+    def _wide_rows(self, cases: Mapping[str, CaseRecord]) -> list[dict[str, Any]]:
+        """The rows of ``to_pandas(wide=True)``: each case's columns, then its metrics'."""
+        scores: dict[str, dict[str, Any]] = {}
+        keys = list(self.summaries)
+        for item in self.iter_results():
+            if item.metric not in keys:
+                keys.append(item.metric)
+            scores.setdefault(item.case_id, {})[item.metric] = (item.score, status_of(item))
+        order = list(cases) + [c for c in scores if c not in cases]
+        fields = [_case_columns(cases[c]) if c in cases else {} for c in order]
+        meta = sorted({k for row in fields for k in row if k.startswith("meta.")})
+        columns = list(dict.fromkeys(k for row in fields for k in row if k not in meta))
+        rows = []
+        for case, own in zip(order, fields, strict=True):
+            row: dict[str, Any] = {"case_id": case}
+            row.update({c: own.get(c) for c in columns + meta})
+            for key in keys:
+                score, status = scores.get(case, {}).get(key, (None, None))
+                row[f"{key}.score"] = score
+                row[f"{key}.status"] = status
+            rows.append(row)
+        return rows
 
     def _repr_html_(self) -> str:
         """The run as a notebook shows it: its metrics' means, intervals and failures."""

@@ -247,9 +247,10 @@ class ModelTestCase(CaseModel):
 
     Every name of :data:`~contextlens.fields.TEST_CASE_FIELDS` is taken (Ragas's
     ``user_input``, ``retrieved_contexts``, ``response`` and ``reference`` among them, and
-    DeepEval's ``LLMTestCase`` fields, which are kept but not read); any other keyword is
-    refused with the closest field name. ``multimodal`` is True when a text holds one of
-    DeepEval's image or PDF placeholders (or when given so); only the text is judged.
+    DeepEval's ``LLMTestCase`` and Ragas's sample fields, which are kept but not read); any
+    other keyword is refused with the closest field name. ``multimodal`` is True when a text
+    holds one of DeepEval's image or PDF placeholders (or when given so); only the text is
+    judged.
     """
 
     fields_table = TEST_CASE_FIELDS
@@ -279,6 +280,12 @@ class ModelTestCase(CaseModel):
     mcp_resources_called: Any = None
     mcp_prompts_called: Any = None
     custom_column_key_values: dict[str, Any] | None = None
+    multi_responses: list[str] | None = None
+    rubrics: dict[str, Any] | None = None
+    persona_name: str | None = None
+    query_style: str | None = None
+    query_length: str | None = None
+    synthesizer_name: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     """The user's own data about the case; no metric reads it."""
 

@@ -1,5 +1,11 @@
 """A cell as the type its field takes, what a blank or absent one means, and the errors a
-row's values raise (a model that refuses them, an id given twice)."""
+row's values raise (a model that refuses them, an id given twice).
+
+Every kind of row is read alike (a CSV, JSONL or Parquet file's, a DataFrame's, a dict given
+in Python): a cell of a list or object field that holds text is read as JSON, or else as the
+Python literal ``str()`` writes (``['dep-01', 'dep-02']``, ``{'dep-01': 2}``: what
+``DataFrame.to_csv()`` writes for a list or dict), and nothing else is evaluated.
+"""
 
 from __future__ import annotations
 
@@ -11,76 +17,142 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from contextlens.errors import InputError
-from contextlens.fields import TEST_CASE_FIELDS
+from contextlens.fields import FieldType
+from contextlens.loaders.rows import FRAME
 from contextlens.retriever import input_error, null_message
 
-__all__ = ["blank", "first_time", "is_csv", "typed_cell", "validate", "why_absent"]
+__all__ = [
+    "blank",
+    "first_time",
+    "is_csv",
+    "object_cell",
+    "typed_cell",
+    "unit_of",
+    "validate",
+    "why_absent",
+]
 
-_LIST_FIELDS = TEST_CASE_FIELDS.of_type("texts")
-_ID_FIELDS = TEST_CASE_FIELDS.of_type("ids") | TEST_CASE_FIELDS.of_type("graded_ids")
 
+def typed_cell(value: Any, kind: FieldType, column: str, file: str, line: int | None) -> Any:
+    """A cell of ``column`` (a field of type ``kind``) as the type its field takes.
 
-def typed_cell(value: Any, field: str, file: str, line: int, *, lists: bool = True) -> Any:
-    """A cell as the type its field takes: lists from JSON arrays, blanks as absent; a list
-    of texts given as blank or null (a CSV's empty cell, pandas' ``None`` in JSON lines or
-    Parquet) is an empty list: the row says there are none."""
-    if value is None and lists and field in _LIST_FIELDS:
-        return []
+    Lists and objects given as text are read as JSON or a Python literal; one text is a
+    list of one; a whole number given for an id is its text; a blank text of a number, an
+    id list or an object is absent; a list of texts given as blank or null (a CSV's empty
+    cell, pandas' ``None`` in JSON lines or Parquet) is an empty list: the row says there
+    are none."""
+    if kind == "texts":
+        if value is None:
+            return []
+        if isinstance(value, str):
+            text = value.strip()
+            if not text:
+                return []
+            return _structured(text, column, file, line) if text[0] == "[" else [value]
+        return value
+    if kind in ("ids", "graded_ids"):
+        if _whole_number(value):
+            return [value]
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if not text:
+            return None
+        if text[0] in "[{":  # an object of grades, or an object refused where ids belong
+            return _structured(text, column, file, line)
+        return [text]
+    if kind == "id":
+        return str(value) if _whole_number(value) else value
+    if kind == "object":
+        return object_cell(value, column, file, line)
+    if kind == "interactions" and isinstance(value, str) and value.strip().startswith("["):
+        return _structured(value.strip(), column, file, line)
     if not isinstance(value, str):
         return value
     text = value.strip()
-    if lists and field in _ID_FIELDS:
-        if not text:
-            return None
-        if text[0] in "[{":
-            try:
-                return json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"not a JSON array or object: {exc.msg}", file=file, line=line, field=field
-                ) from None
-        return [text]
-    if lists and field in _LIST_FIELDS:
-        if not text:
-            return []  # a blank cell of chunks: the row says there are none
-        if text.startswith("["):
-            try:
-                return json.loads(text)
-            except json.JSONDecodeError as exc:
-                texts = _python_list_of_texts(text)  # as pandas' to_csv() writes a list
-                if texts is not None:
-                    return texts
-                raise InputError(
-                    f"not a JSON array: {exc.msg}", file=file, line=line, field=field
-                ) from None
-        return [value]
-    if field == "weight":
-        if not text:
-            return None
+    if kind in ("number", "flag") and not text:
+        return None
+    if kind == "number":
         try:
             return float(text)
         except ValueError:
             raise InputError(
-                f"expected a number, got {value!r}", file=file, line=line, field=field
+                f"expected a number, got {value!r}", file=file, line=line, field=column
             ) from None
-    if field in ("observation",) and not text:
+    if column == "observation" and not text:
         return None
     return value
 
 
-def _python_list_of_texts(text: str) -> list[str] | None:
-    """A Python literal list of strings (``['a', "b"]``, as ``DataFrame.to_csv()`` writes a
-    list column), read as a literal and nothing else; None when it is not one."""
+def object_cell(value: Any, column: str, file: str, line: int | None) -> Any:
+    """A cell of an object field: a dict as it is, text read as a JSON object or a Python
+    dict, blank as absent; anything else is an :class:`InputError`."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        if text[0] != "{":
+            raise InputError(
+                f"expected a JSON object, got {value!r:.60}", file=file, line=line, field=column
+            )
+        value = _structured(text, column, file, line)
+    if value is not None and not isinstance(value, dict):
+        raise InputError(
+            f"expected a JSON object, got {value!r:.60}", file=file, line=line, field=column
+        )
+    return value
+
+
+def _whole_number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: What a text opening with ``[`` or ``{`` must be, as a reader is told.
+_SHAPES: dict[str, tuple[str, str, type]] = {
+    "[": ("a JSON array", "a Python list", list),
+    "{": ("a JSON object", "a Python dict", dict),
+}
+
+
+def _structured(text: str, column: str, file: str, line: int | None) -> Any:
+    """``text`` (opening with ``[`` or ``{``) read as JSON, else as a Python literal (what
+    ``str()`` of a list or dict writes); an :class:`InputError` when it is neither, or is
+    not the list or object its opening promises."""
+    json_name, python_name, shape = _SHAPES[text[0]]
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        value = _literal(text)
+        if value is None:
+            raise InputError(
+                f"not {json_name} or {python_name}: {text!r:.60} (as JSON: {exc.msg} at "
+                f"character {exc.pos + 1})",
+                file=file,
+                line=line,
+                field=column,
+            ) from None
+    except RecursionError:
+        raise InputError(
+            "the value is nested too deeply to be read", file=file, line=line, field=column
+        ) from None
+    if not isinstance(value, shape):
+        raise InputError(
+            f"expected {json_name}, got {text!r:.60}", file=file, line=line, field=column
+        )
+    return value
+
+
+def _literal(text: str) -> list[Any] | dict[Any, Any] | None:
+    """A Python literal list or dict (``['a', "b"]``, ``{'dep-01': 2}``), read as a literal
+    and nothing else (no name, call or operator is evaluated); None when it is not one."""
     try:
         value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return value
-    return None
+    return value if isinstance(value, (list, dict)) else None
 
 
-def validate(model: type[BaseModel], row: Mapping[str, Any], file: str, line: int) -> Any:
+def validate(model: type[BaseModel], row: Mapping[str, Any], file: str, line: int | None) -> Any:
     try:
         return model.model_validate(row)
     except ValidationError as exc:
@@ -103,11 +175,20 @@ def is_csv(file: str) -> bool:
     return file.lower().endswith(".csv")
 
 
+def unit_of(file: str) -> str:
+    """What a number of ``file`` counts: a CSV's or JSONL file's lines, a Parquet file's or
+    a DataFrame's rows."""
+    return "row" if file == FRAME or file.lower().endswith((".parquet", ".pq")) else "line"
+
+
 def first_time(seen: dict[str, int], key: str, what: str, file: str, line: int, field: str) -> None:
     """Note that ``key`` is on ``line``; an :class:`InputError` naming both lines when an
     earlier line had it."""
     first = seen.setdefault(key, line)
     if first != line:
         raise InputError(
-            f"duplicate {what} (also on line {first})", file=file, line=line, field=field
+            f"duplicate {what} (also on {unit_of(file)} {first})",
+            file=file,
+            line=line,
+            field=field,
         )

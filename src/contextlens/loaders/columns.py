@@ -3,17 +3,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from contextlens.errors import InputError
 from contextlens.fields import OWN_DATA, unknown_message
-from contextlens.loaders.cells import blank
+from contextlens.loaders.cells import blank, object_cell
+from contextlens.loaders.rows import RowSource
 
 __all__ = ["META", "Columns", "check_keys", "split_meta", "unknown_column"]
 
@@ -65,7 +63,7 @@ def check_keys(
 @dataclass
 class Columns:
     """Checks the columns of a file: those of each row of a JSONL file, the header of a CSV
-    (line 1) or the columns of a Parquet file (no line), once."""
+    (line 1) or the columns of a Parquet file or a DataFrame (no line), once."""
 
     known: frozenset[str]
     file: str
@@ -74,11 +72,8 @@ class Columns:
     done: bool = False
 
     @classmethod
-    def of(cls, path: Path, known: frozenset[str]) -> Columns:
-        suffix = path.suffix.lower()
-        if suffix in (".csv", ".parquet", ".pq"):
-            return cls(known, str(path), False, 1 if suffix == ".csv" else None)
-        return cls(known, str(path), True)
+    def of(cls, source: RowSource, known: frozenset[str]) -> Columns:
+        return cls(known, source.name, source.keys_per_row, source.header_line)
 
     def check(self, row: Mapping[str, Any], line: int) -> None:
         if self.each_row:
@@ -89,37 +84,51 @@ class Columns:
 
 
 def split_meta(
-    row: Mapping[str, Any], file: str, line: int, where: str = ""
+    row: Mapping[str, Any],
+    file: str,
+    line: int,
+    where: str = "",
+    names: Collection[str] = (META,),
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A row's own columns and its metadata: the ``meta`` object (a JSON object in CSV)
-    merged with the ``meta.NAME`` / ``meta_NAME`` columns."""
+    """A row's own columns and its metadata: the ``meta`` object (under any of ``names``,
+    its field's names; text read as a JSON object or a Python dict, as ``to_csv()`` writes
+    one) merged with the ``meta.NAME`` / ``meta_NAME`` columns. A key given twice is an
+    :class:`InputError` naming the column."""
     meta: dict[str, Any] = {}
-    given = row.get(META)
-    if isinstance(given, str) and given.strip():
-        with contextlib.suppress(json.JSONDecodeError):
-            given = json.loads(given)
-    if not blank(given):
-        if not isinstance(given, dict):
-            raise InputError(
-                f"expected a JSON object, got {given!r:.60}",
-                file=file,
-                line=line,
-                field=where + META,
-            )
-        meta.update(given)
+    given_as: dict[str, str] = {}
+    for name in names:
+        if name not in row:
+            continue
+        given = object_cell(row[name], where + name, file, line)
+        if given:
+            for key, value in given.items():
+                _add(meta, given_as, str(key), value, where + name, file, line)
     rest: dict[str, Any] = {}
     for column, value in row.items():
         key = _meta_key(column)
         if key is None:
-            if not _own(column):  # neither own data nor a pandas index column
+            if column not in names and not _own(column):  # no pandas index column either
                 rest[column] = value
         elif not blank(value):
-            if key in meta:
-                raise InputError(
-                    f"the meta key {key!r} is given twice",
-                    file=file,
-                    line=line,
-                    field=where + column,
-                )
-            meta[key] = value
+            _add(meta, given_as, key, value, where + column, file, line)
     return rest, meta
+
+
+def _add(
+    meta: dict[str, Any],
+    given_as: dict[str, str],
+    key: str,
+    value: Any,
+    column: str,
+    file: str,
+    line: int,
+) -> None:
+    if key in meta:
+        raise InputError(
+            f"the meta key {key!r} is given twice (also in {given_as[key]!r})",
+            file=file,
+            line=line,
+            field=column,
+        )
+    meta[key] = value
+    given_as[key] = column

@@ -9,45 +9,46 @@ from typing import Any
 
 from contextlens.errors import InputError
 from contextlens.fields import unmet_requirement
-from contextlens.loaders.rows import read_rows
+from contextlens.loaders.rows import FRAME, RowSource, file_rows, frame_rows, read_rows
 from contextlens.loaders.sessions import is_session_rows, numbered_sessions, sessions_from_rows
 from contextlens.loaders.testcases import numbered_test_cases
 from contextlens.metrics.metric import Metric
 from contextlens.schemas import Dataset, ModelTestCase
 
-__all__ = ["Counted", "case_kind", "check_cases", "load_cases"]
+__all__ = ["Counted", "case_kind", "check_cases", "load_cases", "load_frame", "numbered_frame"]
+
+Numbered = Iterator[tuple[int, Dataset]] | Iterator[tuple[int, ModelTestCase]]
 
 
-def _numbered(
-    path: Path, *, keep: bool = True
-) -> tuple[str, Iterator[tuple[int, Dataset]] | Iterator[tuple[int, ModelTestCase]]]:
-    """The kind of the file's cases and the cases with their lines (flat session rows:
+def _numbered(source: RowSource, *, keep: bool = True) -> tuple[str, Numbered]:
+    """The kind of the source's cases and the cases with their lines (flat session rows:
     the first line of each session)."""
-    rows = read_rows(path)
-    first = _first_row(path, rows)
+    first = next(source.rows, None)
+    if first is None:
+        raise InputError(f"the {_what(source)} holds no rows", file=source.name)
     kind = _kind_of(first[1])
-    if kind == "session_objects":
-        rows.close()
-        return "sessions", numbered_sessions(path)
+    rest = source.rows
 
     def chained() -> Iterator[tuple[int, dict[str, Any]]]:
         yield first
-        yield from rows
+        yield from rest
 
+    source.rows = chained()
+    if kind == "session_objects":
+        return "sessions", numbered_sessions(source)
     if kind == "sessions":
-        return "sessions", iter(sessions_from_rows(chained(), path, keep=keep))
-    return "test_cases", numbered_test_cases(chained(), path)
+        return "sessions", iter(sessions_from_rows(source, keep=keep))
+    return "test_cases", numbered_test_cases(source)
 
 
-def _first_row(
-    path: Path, rows: Iterator[tuple[int, dict[str, Any]]]
-) -> tuple[int, dict[str, Any]]:
+def _what(source: RowSource) -> str:
+    return FRAME if source.name == FRAME else "file"
+
+
+def _file_source(path: Path) -> RowSource:
     if not path.exists():
         raise InputError("no such file", file=str(path))
-    first = next(rows, None)
-    if first is None:
-        raise InputError("the file holds no rows", file=str(path))
-    return first
+    return file_rows(path)
 
 
 def _kind_of(row: Mapping[str, Any]) -> str:
@@ -60,11 +61,16 @@ def case_kind(path: str | Path) -> str:
     """The kind of cases a file holds, ``"sessions"`` or ``"test_cases"``, from its first
     row."""
     path = Path(path)
+    if not path.exists():
+        raise InputError("no such file", file=str(path))
     rows = read_rows(path)
     try:
-        kind = _kind_of(_first_row(path, rows)[1])
+        first = next(rows, None)
     finally:
         rows.close()
+    if first is None:
+        raise InputError("the file holds no rows", file=str(path))
+    kind = _kind_of(first[1])
     return "sessions" if kind == "session_objects" else kind
 
 
@@ -74,8 +80,29 @@ def load_cases(path: str | Path) -> tuple[str, Iterator[Dataset] | Iterator[Mode
     JSONL session objects and all test cases are read lazily (an error is raised when its
     line is reached); flat session rows are grouped, which reads the whole file.
     """
-    kind, numbered = _numbered(Path(path))
+    kind, numbered = _numbered(_file_source(Path(path)))
     return kind, (case for _, case in numbered)  # type: ignore[return-value]
+
+
+def load_frame(frame: Any) -> tuple[str, list[Dataset] | list[ModelTestCase]]:
+    """The cases of a pandas DataFrame and their kind, read as the rows of a file are: each
+    row a test case (its columns through the field table and its aliases; ``meta`` and
+    ``meta.NAME`` columns the user's own data), or a session object (a ``conversation``
+    column), or an interaction (``session_id`` + ``qa_id`` columns, grouped into sessions).
+    List and object cells may be lists and dicts, numpy arrays, or text as ``to_csv()``
+    writes them. Errors name the ``DataFrame``, the row's position (from 0, as ``iloc``
+    takes it) and the column."""
+    kind, numbered = numbered_frame(frame)
+    return kind, [case for _, case in numbered]  # type: ignore[return-value]
+
+
+def numbered_frame(
+    frame: Any,
+) -> tuple[str, list[tuple[int, Dataset]] | list[tuple[int, ModelTestCase]]]:
+    """The cases of a DataFrame (as :func:`load_frame` reads them), each with its row (a
+    session: its first row), and their kind."""
+    kind, numbered = _numbered(frame_rows(frame))
+    return kind, list(numbered)  # type: ignore[return-value]
 
 
 class Counted(Iterator[Any]):
@@ -107,7 +134,7 @@ def check_cases(
     fields, first interaction and ``qa_id`` lines).
     """
     path = Path(path)
-    kind, numbered = _numbered(path, keep=False)
+    kind, numbered = _numbered(_file_source(path), keep=False)
     needs = [(name, m, m.requires) for name, m in metrics]
     count = 0
     for line, case in numbered:

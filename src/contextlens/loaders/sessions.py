@@ -1,21 +1,21 @@
-"""Sessions: JSONL session objects, or flat rows of interactions grouped by
-``session_id``."""
+"""Sessions: session objects (a JSONL line, a row with a ``conversation``, a dict), or flat
+rows of interactions grouped by ``session_id``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from contextlens.errors import InputError
 from contextlens.fields import INTERACTION_FIELDS, SESSION_FIELDS
-from contextlens.loaders.cells import first_time, is_csv, typed_cell, validate
+from contextlens.loaders.cells import first_time, is_csv, typed_cell, unit_of, validate
 from contextlens.loaders.columns import META, Columns, check_keys, split_meta
-from contextlens.retriever import jsonl_objects, null_message
+from contextlens.loaders.rows import RowSource
+from contextlens.retriever import null_message
 from contextlens.schemas import Batch, Dataset
 
-__all__ = ["is_session_rows", "numbered_sessions", "sessions_from_rows"]
+__all__ = ["is_session_rows", "numbered_sessions", "session_object", "sessions_from_rows"]
 
 _BATCH_KEYS = INTERACTION_FIELDS.names
 _SESSION_KEYS = SESSION_FIELDS.names
@@ -23,11 +23,13 @@ _SESSION_FIELDS = tuple(f.name for f in SESSION_FIELDS if f.name not in ("conver
 _ROW_KEYS = frozenset(_SESSION_FIELDS) | _BATCH_KEYS
 
 
-def _session(raw: Mapping[str, Any], file: str, line: int) -> Dataset:
-    """A JSONL session object, its keys and those of its interactions checked."""
+def session_object(raw: Mapping[str, Any], file: str, line: int) -> Dataset:
+    """A session object (a JSONL line, a row with a ``conversation``, a dict), its keys and
+    those of its interactions checked; its conversation given as text is read as a JSON
+    array or a Python list."""
     check_keys(raw, _SESSION_KEYS, file, line)
     own, meta = split_meta(raw, file, line)
-    turns = own.get("conversation")
+    turns = typed_cell(own.get("conversation"), "interactions", "conversation", file, line)
     if isinstance(turns, list):
         checked = []
         for i, turn in enumerate(turns):
@@ -43,13 +45,13 @@ def _session(raw: Mapping[str, Any], file: str, line: int) -> Dataset:
     return validate(Dataset, own, file, line)
 
 
-def numbered_sessions(path: Path) -> Iterator[tuple[int, Dataset]]:
-    """JSONL session objects with their lines; a repeated ``session_id`` is an error
+def numbered_sessions(source: RowSource) -> Iterator[tuple[int, Dataset]]:
+    """Session objects, one a row, with their lines; a repeated ``session_id`` is an error
     naming both lines."""
-    name = str(path)
+    name = source.name
     seen: dict[str, int] = {}
-    for line, raw in jsonl_objects(path):
-        session = _session(raw, name, line)
+    for line, raw in source.rows:
+        session = session_object(raw, name, line)
         sid = session.session_id
         first_time(seen, sid, f"session_id {sid!r}", name, line, "session_id")
         yield line, session
@@ -79,18 +81,23 @@ _REQUIRED = tuple(
 )
 
 
-def sessions_from_rows(
-    rows: Iterator[tuple[int, dict[str, Any]]], path: Path, *, keep: bool = True
-) -> list[tuple[int, Dataset]]:
+def _row_type(column: str) -> Any:
+    """The type of a flat session row's column: its session field's, else its
+    interaction field's."""
+    found = SESSION_FIELDS.get(column) or INTERACTION_FIELDS.get(column)
+    return found.type if found is not None else "any"
+
+
+def sessions_from_rows(source: RowSource, *, keep: bool = True) -> list[tuple[int, Dataset]]:
     """Flat interaction rows grouped into sessions, each with its first line. With
     ``keep=False`` each session holds only its first interaction (enough to check it)."""
-    file = str(path)
-    columns = Columns.of(path, _ROW_KEYS)
+    file = source.name
+    columns = Columns.of(source, _ROW_KEYS)
     groups: dict[str, _Group] = {}
-    for line, row in rows:
+    for line, row in source.rows:
         columns.check(row, line)
         own, meta = split_meta(row, file, line)
-        cells = {k: typed_cell(v, k, file, line, lists=False) for k, v in own.items()}
+        cells = {k: typed_cell(v, _row_type(k), k, file, line) for k, v in own.items()}
         for key in _REQUIRED:
             if key in cells and cells[key] is None and not is_csv(file):
                 raise InputError(null_message(), file=file, line=line, field=key)
@@ -106,7 +113,7 @@ def sessions_from_rows(
             for key, value in head.items():
                 if key in group.head and group.head[key] != value:
                     raise InputError(
-                        f"differs from line {group.line} of the same session",
+                        f"differs from {unit_of(file)} {group.line} of the same session",
                         file=file,
                         line=line,
                         field=key,

@@ -22,20 +22,38 @@ import numpy as np
 from contextlens.cases import CaseRecord
 from contextlens.report.evidence import clip, evidence_of
 from contextlens.report.format import finite, get, iter_results
-from contextlens.results import ItemResult
+from contextlens.results import (
+    BELOW,
+    FAILED,
+    NOT_APPLICABLE,
+    NOT_RUN,
+    PASS,
+    SCORED,
+    STATUSES,
+    ItemResult,
+    status_of,
+)
 from contextlens.schemas import Dataset
 from contextlens.stats import BayesianMode
 
-__all__ = ["MAX_SLICE_VALUES", "STATUSES", "CaseTable", "case_table", "status_of"]
+__all__ = [
+    "BELOW",
+    "FAILED",
+    "MAX_SLICE_VALUES",
+    "NOT_APPLICABLE",
+    "NOT_RUN",
+    "PASS",
+    "SCORED",
+    "STATUSES",
+    "CaseTable",
+    "case_table",
+    "status_of",
+]
 
 #: A ``meta`` field gets a slice table when it has at most this many distinct values.
 MAX_SLICE_VALUES = 50
 #: Draws of each slice's interval.
 SLICE_DRAWS = 2000
-FAILED, BELOW, PASS, SCORED = "failed", "below", "pass", "scored"
-NOT_APPLICABLE, NOT_RUN = "not applicable", "not run"
-STATUSES = (FAILED, BELOW, PASS, SCORED, NOT_APPLICABLE, NOT_RUN)
-"""The statuses an item has in the report and in the files for CI."""
 
 
 @dataclass
@@ -64,14 +82,6 @@ def _meta_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
-
-def status_of(item: ItemResult) -> str:
-    """The item's status (one of :data:`STATUSES`): its :attr:`~ItemResult.status`, the
-    verdict against the pass mark the run set; ``scored`` for a score without a verdict."""
-    if item.status == "below threshold":
-        return SCORED if item.success is None else BELOW
-    return item.status
 
 
 def case_table(

@@ -1,36 +1,61 @@
-"""What a case must meet before it is scored, and the id its results go by."""
+"""What a case must meet before it is scored, and the id its results go by.
+
+Cases given in Python are read by the same loader as ``contextlens run`` reads a file's
+rows: a dict is a row (its keys through the field table and its aliases, ``meta`` and
+``meta.NAME`` / ``meta_NAME`` keys the user's own data), a pandas DataFrame is rows.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from contextlens.errors import InputError
 from contextlens.fields import unmet_requirement
-from contextlens.retriever import input_error
+from contextlens.loaders import FRAME, is_frame, numbered_frame, session_object, test_case
 from contextlens.runner.binding import BoundMetric
 from contextlens.schemas import Dataset, ModelTestCase
 
-__all__ = ["Case", "CaseChecks", "as_case", "case_id"]
+__all__ = ["Case", "CaseChecks", "as_case", "case_id", "given_cases"]
 
 Case = Dataset | ModelTestCase
 
 
+def given_cases(cases: Any, bound: Sequence[BoundMetric] = ()) -> Any:
+    """The cases of a pandas DataFrame, read as a file's rows are (see
+    :func:`~contextlens.loaders.load_frame`) and each checked for the fields its ``bound``
+    metrics require, an error naming the row as a file's names its line; anything else as
+    it is."""
+    if not is_frame(cases):
+        return cases
+    _, numbered = numbered_frame(cases)
+    for row, case in numbered:
+        for b in bound:
+            unmet = (
+                unmet_requirement(case, b.metric.requires, b.key) if b.applies_to(case) else None
+            )
+            if unmet is not None:
+                raise InputError(unmet[1], file=FRAME, line=row, field=unmet[0])
+    return [case for _, case in numbered]
+
+
 def as_case(raw: Any, index: int) -> Case:
-    """``raw`` (a case, a pydantic model or a dict) as a session or a test case."""
+    """``raw`` (a case, a pydantic model or a dict) as a session or a test case; a dict (or
+    a model's fields) is read as a file's row is, a ``conversation`` making it a session."""
     if isinstance(raw, (Dataset, ModelTestCase)):
         return raw
     if isinstance(raw, BaseModel):
         raw = raw.model_dump()
     if not isinstance(raw, dict):
-        raise InputError(f"case {index}: expected a Dataset, a ModelTestCase or a dict")
-    model: type[BaseModel] = Dataset if "conversation" in raw else ModelTestCase
+        what = "a DataFrame" if is_frame(raw) else type(raw).__name__
+        raise InputError(f"case {index}: expected a Dataset, a ModelTestCase or a dict, got {what}")
     try:
-        return model.model_validate(raw)  # type: ignore[return-value]
-    except ValidationError as exc:
-        err = input_error(exc, file=None, line=None)
+        if "conversation" in raw:
+            return session_object(raw, "", index)
+        return test_case(raw, "", index)
+    except InputError as err:
         raise InputError(f"case {index}: {err.message}", field=err.field) from None
 
 

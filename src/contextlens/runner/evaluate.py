@@ -20,7 +20,7 @@ from contextlens.engine.limiter import DEFAULT_LIMIT
 from contextlens.metrics.base import Services
 from contextlens.results import EvalRun
 from contextlens.runner.binding import BoundMetric, bind_metrics, checked_metrics
-from contextlens.runner.checks import CaseChecks
+from contextlens.runner.checks import CaseChecks, given_cases
 from contextlens.runner.config import RunConfig, RunOptions
 from contextlens.runner.dry_run import CostEstimate, DryRunJudge, estimate_of, measured_completions
 from contextlens.runner.executor import Executor, resolve_executor
@@ -91,6 +91,7 @@ async def aevaluate(
         bound, dry = _dry_run_metrics(bound, run_config.folder)
     cap = None if dry_run else cost_cap(bound, run_config.max_cost)
     checks = CaseChecks(bound)
+    cases = given_cases(cases, bound)
     if isinstance(cases, Sized) and not isinstance(cases, (Iterator, AsyncIterable)):
         cases = checks.all(cases)  # a bad case stops the run before its first judge call
     total = len(cases) if isinstance(cases, Sized) else None
@@ -196,6 +197,13 @@ def evaluate(
     """Evaluate ``cases`` (sessions for ``context``, test cases for the others) with
     ``metrics`` and return an :class:`EvalRun`.
 
+    ``cases``: cases (:class:`~contextlens.schemas.ModelTestCase`,
+    :class:`~contextlens.schemas.Dataset`), dicts, or a pandas DataFrame. A dict is read as
+    ``contextlens run`` reads a file's row (any name of a field, Ragas's ``user_input``,
+    ``retrieved_contexts``, ``response`` and ``reference`` among them; ``meta`` and
+    ``meta.NAME`` keys), a DataFrame as the rows of a file (see
+    :func:`~contextlens.loaders.load_frame`).
+
     Each case must have a unique id (a test case's ``name``, a session's ``session_id``)
     and the fields each of its metrics ``requires``; an :class:`InputError` names the case
     (its index) otherwise. A list, or any sized collection, is checked whole before the
@@ -226,5 +234,5 @@ def evaluate(
     if dry_run:
         return run_sync(aevaluate(cases, metrics, config=run_config, dry_run=True))
     if executor is not None:
-        return resolve_executor(executor).run(cases, metrics, run_config)
+        return resolve_executor(executor).run(given_cases(cases), metrics, run_config)
     return run_sync(aevaluate(cases, metrics, config=run_config))
