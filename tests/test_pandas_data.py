@@ -224,6 +224,14 @@ def test_meta_keys_and_nested_meta_work_in_python_as_in_files(tmp_path):
     assert info.value.field == "meta.topic" and "case 0" in str(info.value)
 
 
+def test_the_case_models_take_meta_keys_too():
+    case = ModelTestCase.model_validate({"input": "q?", "meta.topic": "hours", "meta_team": ""})
+    assert case.meta == {"topic": "hours"}  # a blank value is absent, as in a CSV cell
+    assert ModelTestCase(input="q?", meta={"a": 1}, meta_team="ops").meta == {"a": 1, "team": "ops"}
+    with pytest.raises(ValueError, match="the meta key 'a' is given twice"):
+        ModelTestCase.model_validate({"input": "q?", "meta": {"a": 1}, "meta.a": 2})
+
+
 def test_a_metadata_column_in_csv_is_kept_as_meta(tmp_path):
     path = tmp_path / "c.csv"
     path.write_text("id,input,metadata\nc1,q?,\"{'team': 'ops', 'rank': 2}\"\n")

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 __all__ = [
     "INTERACTION_FIELDS",
+    "META_PREFIXES",
     "OWN_DATA",
     "SESSION_FIELDS",
     "TEST_CASE_FIELDS",
@@ -24,6 +25,7 @@ __all__ = [
     "Requirement",
     "as_requires",
     "closest",
+    "meta_key",
     "unknown_message",
     "unmet_requirement",
 ]
@@ -119,14 +121,22 @@ class FieldTable:
     def map_keys(
         self, values: Mapping[str, Any]
     ) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
-        """``values`` under their fields' own names, and the keys refused, each as ``(key,
-        kind, why)``: ``unknown_field``, or ``field_given_twice`` for a field given under two
-        of its names (which would win is a guess)."""
+        """``values`` under their fields' own names, ``meta.NAME`` / ``meta_NAME`` keys
+        merged into ``meta`` (as the file loaders merge such columns; a blank value is
+        absent), and the keys refused, each as ``(key, kind, why)``: ``unknown_field``, or
+        ``field_given_twice`` for a field (or a ``meta`` key) given under two names (which
+        would win is a guess)."""
         out: dict[str, Any] = {}
         given_as: dict[str, str] = {}
+        own: dict[str, tuple[str, Any]] = {}
         problems: list[tuple[str, str, str]] = []
         for key, value in values.items():
             target = self.canonical(key)
+            name = meta_key(key) if target is None and OWN_DATA in self._by_name else None
+            if name is not None:
+                if value is not None and not (isinstance(value, str) and not value.strip()):
+                    own[name] = (key, value)
+                continue
             if target is None:
                 problems.append((key, "unknown_field", self.unknown(key)))
                 continue
@@ -136,7 +146,30 @@ class FieldTable:
                 continue
             out[target] = value
             given_as[target] = key
+        if own:
+            given = out.get(OWN_DATA)
+            meta = dict(given) if isinstance(given, Mapping) else {}
+            for name, (key, value) in own.items():
+                if name in meta:
+                    why = f"the meta key {name!r} is given twice (also in {OWN_DATA!r})"
+                    problems.append((key, "field_given_twice", why))
+                meta[name] = value
+            if given is None or isinstance(given, Mapping):
+                out[OWN_DATA] = meta
         return out, problems
+
+
+#: The prefixes of a column (or key) that holds one key of the user's own data.
+META_PREFIXES = (f"{OWN_DATA}.", f"{OWN_DATA}_")
+
+
+def meta_key(column: str) -> str | None:
+    """The ``meta`` key a ``meta.NAME`` / ``meta_NAME`` column (or key) stands for, or
+    None."""
+    for prefix in META_PREFIXES:
+        if column.startswith(prefix) and len(column) > len(prefix):
+            return column[len(prefix) :]
+    return None
 
 
 def closest(name: str, known: Iterable[str]) -> str | None:

@@ -9,22 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextlens.errors import InputError
-from contextlens.fields import OWN_DATA, unknown_message
+from contextlens.fields import OWN_DATA, meta_key, unknown_message
 from contextlens.loaders.cells import blank, object_cell
 from contextlens.loaders.rows import RowSource
 
 __all__ = ["META", "Columns", "check_keys", "split_meta", "unknown_column"]
 
 META = OWN_DATA
-_META_PREFIXES = ("meta.", "meta_")
-
-
-def _meta_key(column: str) -> str | None:
-    """The metadata key a flat ``meta.NAME`` / ``meta_NAME`` column stands for."""
-    for prefix in _META_PREFIXES:
-        if column.startswith(prefix) and len(column) > len(prefix):
-            return column[len(prefix) :]
-    return None
 
 
 #: The name pandas gives an unnamed column it read (its index, written by ``to_csv()``).
@@ -37,7 +28,7 @@ def _own(column: str) -> bool:
     return (
         not column.strip()
         or column == META
-        or _meta_key(column) is not None
+        or meta_key(column) is not None
         or _PANDAS_UNNAMED.fullmatch(column) is not None
     )
 
@@ -105,7 +96,7 @@ def split_meta(
                 _add(meta, given_as, str(key), value, where + name, file, line)
     rest: dict[str, Any] = {}
     for column, value in row.items():
-        key = _meta_key(column)
+        key = meta_key(column)
         if key is None:
             if column not in names and not _own(column):  # no pandas index column either
                 rest[column] = value
