@@ -321,9 +321,11 @@ class EvalRun(BaseModel):
         fields of :func:`case_columns`; a session's ``assistant_id``, ``context`` and
         ``turns``), then one ``meta.KEY`` column per key of the cases' ``meta``.
 
-        ``wide=True``: one row per case, in the run's order: ``case_id``, the case's
-        columns and ``meta.KEY`` columns, then for each metric key ``KEY.score`` and
-        ``KEY.status`` (empty where the metric has no item for the case)."""
+        ``wide=True``: one row per case, in the order of :attr:`results` (the cases' own
+        order in a run held in memory): ``case_id``, the case's columns and ``meta.KEY``
+        columns, then for each metric key ``KEY.score`` and ``KEY.status`` (empty where the
+        metric has no item for the case). The suffixes keep a metric's columns apart from
+        a case's (the ``context`` metric and a session's ``context``)."""
         try:
             import pandas as pd
         except ImportError as exc:
@@ -354,7 +356,7 @@ class EvalRun(BaseModel):
             if item.metric not in keys:
                 keys.append(item.metric)
             scores.setdefault(item.case_id, {})[item.metric] = (item.score, status_of(item))
-        order = list(cases) + [c for c in scores if c not in cases]
+        order = list(scores) + [c for c in cases if c not in scores]
         fields = [_case_columns(cases[c]) if c in cases else {} for c in order]
         meta = sorted({k for row in fields for k in row if k.startswith("meta.")})
         columns = list(dict.fromkeys(k for row in fields for k in row if k not in meta))

@@ -25,7 +25,8 @@ def _numbered(source: RowSource, *, keep: bool = True) -> tuple[str, Numbered]:
     the first line of each session)."""
     first = next(source.rows, None)
     if first is None:
-        raise InputError(f"the {_what(source)} holds no rows", file=source.name)
+        what = FRAME if source.name == FRAME else "file"
+        raise InputError(f"the {what} holds no rows", file=source.name)
     kind = _kind_of(first[1])
     rest = source.rows
 
@@ -39,10 +40,6 @@ def _numbered(source: RowSource, *, keep: bool = True) -> tuple[str, Numbered]:
     if kind == "sessions":
         return "sessions", iter(sessions_from_rows(source, keep=keep))
     return "test_cases", numbered_test_cases(source)
-
-
-def _what(source: RowSource) -> str:
-    return FRAME if source.name == FRAME else "file"
 
 
 def _file_source(path: Path) -> RowSource:

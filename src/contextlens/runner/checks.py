@@ -33,9 +33,9 @@ def given_cases(cases: Any, bound: Sequence[BoundMetric] = ()) -> Any:
     _, numbered = numbered_frame(cases)
     for row, case in numbered:
         for b in bound:
-            unmet = (
-                unmet_requirement(case, b.metric.requires, b.key) if b.applies_to(case) else None
-            )
+            if not b.applies_to(case):
+                continue
+            unmet = unmet_requirement(case, b.metric.requires, b.key)
             if unmet is not None:
                 raise InputError(unmet[1], file=FRAME, line=row, field=unmet[0])
     return [case for _, case in numbered]
@@ -49,8 +49,9 @@ def as_case(raw: Any, index: int) -> Case:
     if isinstance(raw, BaseModel):
         raw = raw.model_dump()
     if not isinstance(raw, dict):
-        what = "a DataFrame" if is_frame(raw) else type(raw).__name__
-        raise InputError(f"case {index}: expected a Dataset, a ModelTestCase or a dict, got {what}")
+        raise InputError(
+            f"case {index}: expected a Dataset, a ModelTestCase or a dict, got {type(raw).__name__}"
+        )
     try:
         if "conversation" in raw:
             return session_object(raw, "", index)
