@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from contextlens.files import make_folder, write_text
-from contextlens.report.cases import status_of
-from contextlens.results import EvalRun, case_columns
+from contextlens.results import EvalRun, case_columns, status_of
 from contextlens.schemas import ModelTestCase
 
 __all__ = ["write_csv"]
