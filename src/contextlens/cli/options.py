@@ -12,10 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from contextlens.cli.application import UsageProblem, err
-from contextlens.engine.accounting import current_ledger
 from contextlens.errors import ContextLensError
-from contextlens.judges.spec import OFFLINE, JudgeSettings, JudgeSpec, is_offline, is_spec
-from contextlens.runner.progress import down_text
 from contextlens.terminal import line
 
 __all__ = [
@@ -85,6 +82,8 @@ def judge_option(
     """``--judge`` and its settings: None, ``offline``, a :class:`JudgeSpec` with the flags'
     settings over the spec's own (every mistake a usage problem, before any work), or the
     object ``module:attr`` names."""
+    from contextlens.judges.spec import OFFLINE, JudgeSettings, JudgeSpec, is_offline, is_spec
+
     try:
         flags = JudgeSettings(
             timeout=timeout, max_tokens=max_tokens, structured_output=structured_output
@@ -125,6 +124,9 @@ class ProgressLines:
         self.last_down = ""
 
     def __call__(self, done: int, total: int | None, elapsed: float) -> None:
+        from contextlens.engine.accounting import current_ledger
+        from contextlens.runner.progress import down_text
+
         step = done * self.steps // total if total else 0
         down = down_text()
         changed, self.last_down = down != self.last_down, down

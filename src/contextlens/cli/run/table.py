@@ -8,7 +8,6 @@ from rich.table import Table
 from rich.text import Text
 
 from contextlens.cli.application import RED
-from contextlens.engine.accounting import Counts
 from contextlens.terminal import line, table
 
 __all__ = ["summary_table"]
@@ -17,6 +16,7 @@ __all__ = ["summary_table"]
 def summary_table(run: Any) -> Table:
     """Per metric: judge, mean, interval, pass rate, n, failures, calls, retries, tokens,
     cost, time."""
+    from contextlens.engine.accounting import Counts
     from contextlens.report.format import items_text, pass_text
 
     headers = ["metric", "judge", "mean", "interval", "pass", "n", "failed", "calls"]
