@@ -42,12 +42,13 @@ def summary_table(run: Any) -> Table:
             ]
         )
     caption = line(
-        f"run {run.duration_s:.1f} s; cache hits {run.accounting.total.cache_hits}; "
+        f"run {run.duration_s:.1f} s wall time; cache hits {run.accounting.total.cache_hits}; "
         "pass: the share of scored items at or above the pass mark, with its interval; "
         "n/a: items the metric does not apply to (not in the mean; an answer that abstains, a "
         "case the offline reader cannot decide); not English: items whose case has a text in "
-        "another language (each reason says which); tokens in/out; time: the metric's work on "
-        "its items, added up"
+        "another language (each reason says which); tokens in/out; time: the metric's wall "
+        "time, while any of its items was being scored (the metrics of a case are scored at "
+        "once, so their times overlap)"
     )
     if run.out_dir:
         caption.append_text(line(Text("\n"), "run folder: ", run.out_dir))
