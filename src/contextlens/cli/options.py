@@ -6,14 +6,16 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from contextlens.cli.application import UsageProblem, err
 from contextlens.errors import ContextLensError
-from contextlens.terminal import line
+from contextlens.terminal import line, text
 
 __all__ = [
     "JUDGE_HELP",
@@ -25,9 +27,12 @@ __all__ = [
     "build_metrics",
     "fmt",
     "judge_option",
+    "lines",
     "load_object",
     "near",
     "progress_option",
+    "tags_cell",
+    "when",
 ]
 
 JUDGE_HELP = (
@@ -167,6 +172,30 @@ def age(started_at: str) -> str:
         if seconds >= size:
             return f"{int(seconds // size)} {unit}"
     return f"{int(seconds)} s"
+
+
+def when(started_at: str) -> str:
+    """An ISO time as ``2026-03-01 14:05`` (in UTC, as runs record it)."""
+    from datetime import datetime, timezone
+
+    try:
+        then = datetime.fromisoformat(started_at)
+    except ValueError:
+        return started_at
+    if then.tzinfo is not None:
+        then = then.astimezone(timezone.utc)
+    return then.strftime("%Y-%m-%d %H:%M")
+
+
+def lines(values: Iterable[Any]) -> Text:
+    """Values as the lines of one cell (``-`` when there are none)."""
+    shown = [text(v) for v in values]
+    return Text("\n").join(shown) if shown else Text("-")
+
+
+def tags_cell(tags: dict[str, str]) -> Text:
+    """A run's tags, one ``key=value`` a line (``-`` when it has none)."""
+    return lines(f"{k}={v}" for k, v in tags.items())
 
 
 def near(path: str) -> str:
