@@ -1,5 +1,5 @@
-"""Start-up: ``contextlens --version`` and ``--help`` and ``import contextlens`` load none of
-the engine's heavy packages; the package's names are there when used."""
+"""Start-up: ``contextlens --version`` and ``--help``, ``import contextlens`` and the pytest
+plugin load none of the engine's heavy packages; the package's names are there when used."""
 
 import ast
 import os
@@ -45,8 +45,9 @@ def test_version_and_help_import_no_heavy_package(flag):
     assert ("contextlens 0.1.0" if flag == "--version" else "Usage: contextlens") in output
 
 
-def test_importing_the_package_imports_no_heavy_package():
+def test_importing_the_package_or_its_pytest_plugin_imports_no_heavy_package():
     assert loaded("import contextlens")[0] == []
+    assert loaded("import contextlens.pytest_plugin")[0] == []  # loaded at every pytest start
 
 
 def test_the_package_names_load_when_used_and_compare_stays_the_function():
