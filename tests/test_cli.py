@@ -54,6 +54,7 @@ def test_run_writes_results_summary_and_report(run_cli, tmp_path, cases_file):
     assert f"run folder: {folder}" in text  # the run table says where its folder is
     assert f'data-run-field="out_dir">{folder}<' in (folder / "report.html").read_text()
     assert f"report:  {folder / 'report.html'}" in text
+    assert f"<code>{folder / 'results.jsonl'}</code>" in (folder / "report.html").read_text()
     assert (info.status, info.out_dir, info.error) == ("completed", str(folder), None)
     assert info.command is not None and f"--out {out}" in info.command
     assert info.pid is not None and info.host
@@ -149,8 +150,9 @@ def test_runs_and_compare(run_cli, tmp_path, cases_file, monkeypatch):
     code, text = run_cli("runs", "--name", "runs-and-compare")
     assert code == 0 and first.run_id in text and second.run_id in text
     rows = {r.split()[1]: r for r in text.splitlines() if first.run_id in r or second.run_id in r}
-    assert "status" in text and all("completed" in row for row in rows.values())
-    assert f"b/{second.run_id}" in text  # each run's folder, from the working folder
+    assert "┃ status" in text and all("completed" in row for row in rows.values())
+    assert all("runs-and-compare" in row for row in rows.values())  # each run's name
+    assert "b/<run>" in rows[second.run_id] and "a/<run>" in rows[first.run_id]  # its folder
     code, text = run_cli("compare", first.run_id[:6], second.run_id, "--out", tmp_path / "cmp")
     assert code == 0, text
     page = tmp_path / "cmp" / f"compare-{first.run_id}-{second.run_id}.html"

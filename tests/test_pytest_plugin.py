@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
 
-import contextlens.pytest_plugin  # noqa: F401  (imported here, before pytester's snapshot)
 from contextlens import Batch, Context, ContextPrecision, Dataset
 from contextlens.runner import evaluate
 from contextlens.schemas import ModelTestCase
@@ -41,8 +41,19 @@ CASES = textwrap.dedent(
 
 @pytest.fixture(scope="module", autouse=True)
 def _warm() -> None:
-    """One offline evaluation first: every lazy import (numpy, onnxruntime, the embedder)
-    happens here, not inside the in-process runs, whose imports pytester rolls back."""
+    """The plugin's own path once first: every lazy import (the plugin imports the engine
+    when first used; numpy, onnxruntime, the embedder, every registered metric, the session
+    table) happens here, not inside the in-process runs, whose imports pytester rolls back."""
+    from contextlens.metrics.registry import registered
+    from contextlens.pytest_plugin import (
+        _Collector,
+        _judged,
+        _rendered,
+        collected_run,
+        session_table,
+    )
+
+    registered()
     session = Dataset(
         session_id="warm",
         assistant_id="bot",
@@ -50,7 +61,11 @@ def _warm() -> None:
         conversation=[Batch(qa_id="q1", query="When?", assistant="At 9 am.")],
     )
     case = ModelTestCase(input="When?", actual_output="9 am", expected_output="9 am")
-    evaluate([session, case], [Context(), ContextPrecision()], cache=False, progress=False)
+    run = evaluate([session, case], [Context(), ContextPrecision()], cache=False, progress=False)
+    items, _, marks = _judged(run, [ContextPrecision()], {"context-precision": 0.0}, case)
+    collector = _Collector()  # not this session's: its table stays empty
+    collector.add(run, items, marks)
+    _rendered(session_table(collected_run(collector), 1, 0.1), 80, color=True)
 
 
 @pytest.fixture(autouse=True)
@@ -170,3 +185,101 @@ def test_no_report_without_results(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
     assert not (pytester.path / "r.html").exists()
     result.stdout.fnmatch_lines(["contextlens report: no assert_context results*"])
+
+
+def test_a_parametrized_case_is_named_once_and_fails_with_the_tests_own_line(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run(
+        pytester,
+        """
+        import pytest
+
+        @pytest.mark.parametrize("sid", ["de-urlaub", "fr-horaires"])
+        def test_x(sid):
+            answer = "We are open 24/7 and ship to Mars for free."
+            assert_context(session(answer, sid=sid), [Context()], thresholds={"context": 0.7},
+                           cache=False)
+
+        @pytest.mark.parametrize("n", [1])
+        def test_other_id(n):
+            assert_context(session("Mars.", sid="s-9"), [Context()],
+                           thresholds={"context": 0.7}, cache=False)
+        """,
+    )
+    result.assert_outcomes(failed=3)
+    out = result.stdout.str()
+    assert "not met for test_cases.py::test_x[de-urlaub]:" in out
+    assert "not met for test_cases.py::test_x[fr-horaires]:" in out
+    assert "[de-urlaub] [de-urlaub]" not in out and "[fr-horaires] [fr-horaires]" not in out
+    assert "not met for test_cases.py::test_other_id[1] [s-9]:" in out  # another name: kept
+    failures = out.split("= FAILURES =")[1].split("= contextlens =")[0]
+    for frame in ("asyncio", "sync.py", "pytest_plugin.py", "runners.py", "base_events.py"):
+        assert frame not in failures  # the test's line and the message, nothing between
+    located = re.findall(r"^\S+\.py:\d+: .*$", failures, re.MULTILINE)
+    assert len(located) == 3 and all(re.match(r"test_cases\.py:\d+: Ass", x) for x in located)
+    assert failures.count(">       assert_context(") == 3  # the test's own line, only
+
+
+def test_the_session_ends_with_a_table_of_its_metrics(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")  # the terminal's width, as pytest reads it
+    result = run(
+        pytester,
+        """
+        import pytest
+
+        @pytest.mark.parametrize("answer", ["We open at 9 am.", "We never open.", "At 9 am."])
+        def test_sessions(answer):
+            assert_context(session(answer, sid=answer), [Context()], cache=False,
+                           thresholds={"context": 0.0})
+
+        def test_rag():
+            case = ModelTestCase(input="When?", actual_output="We open at 9 am.",
+                                 expected_output="At 9 am.", retrieval_context=["Opens 9 am."])
+            assert_context(case, [ContextPrecision()], cache=False)
+        """,
+    )
+    result.assert_outcomes(passed=4)
+    out = result.stdout.str()
+    section = out.split("= contextlens =")[1]
+    assert "contextlens: 4 assert_context calls" in section
+    header = next(x for x in section.splitlines() if x.startswith("┃ metric"))
+    assert [c.strip() for c in header.strip().strip("┃").split("┃")][:3] == [
+        "metric",
+        "mean",
+        "interval",
+    ]
+    rows = {x.split("│")[1].strip(): x for x in section.splitlines() if x.startswith("│ ")}
+    assert set(rows) == {"context", "context-precision"}
+    assert rows["context"].split("│")[-4].strip() == "3"  # n: the three sessions
+    assert "judge offline" in section and "4 assert_context calls, " in section
+    assert "@0" in rows["context"] and "@" not in rows["context-precision"]  # its threshold
+    assert "contextlens report" not in out  # no --contextlens-report, no page
+
+
+def test_a_session_that_never_asserts_prints_no_table(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run(pytester, "def test_nothing():\n    pass\n")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "= contextlens =" not in out and "assert_context call" not in out
+
+
+def test_the_session_report_names_no_file_the_session_did_not_write(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run(
+        pytester,
+        """
+        def test_one():
+            assert_context(session("We open at 9 am."), [Context()], cache=False)
+        """,
+        "--contextlens-report=out/report.html",
+    )
+    result.assert_outcomes(passed=1)
+    html = (pytester.path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "results.jsonl" not in html
+    assert not (pytester.path / "out" / "results.jsonl").exists()

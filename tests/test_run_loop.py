@@ -60,3 +60,24 @@ def test_a_loop_whose_cap_is_reached_records_every_case_as_not_run():
     assert run.stopped == "the cost cap of $1 was reached"
     assert run.summaries["context-precision"].n_not_run == 3
     assert {i.not_run for i in run.iter_results()} == {"not run: the cost cap of $1 was reached"}
+
+
+def test_a_metrics_time_is_its_wall_time_not_its_items_waits_added_up():
+    """Eight cases at once against a judge that takes 0.3 s a call: the metric's time is
+    about one call's, within the run's wall time, not the 2.4 s of eight waits."""
+    from contextlens.runner import evaluate
+    from contextlens.testing import FakeOpenAIServer
+
+    with FakeOpenAIServer(latency=0.3, reply=lambda r: '{"reason": "ok", "score": 1}') as server:
+        run = evaluate(
+            [c.model_copy(update={"expected_output": "9am"}) for c in cases(8)],
+            ["context-precision"],
+            judge=f"{server.base_url}#m?concurrency=8",
+            max_concurrency=8,
+            cache=False,
+            progress=False,
+        )
+    summary = run.summaries["context-precision"]
+    waits = summary.accounting.seconds  # every call's latency, added up
+    assert summary.n_scored == 8 and waits >= 8 * 0.3
+    assert 0.3 <= summary.seconds <= run.duration_s < waits / 2

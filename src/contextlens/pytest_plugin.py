@@ -12,12 +12,17 @@ In a test::
                              retrieval_context=[...])
         assert_context(case, [ContextPrecision()], thresholds={"context-precision": 0.6})
 
-``--contextlens-report=PATH`` writes one HTML page (see :mod:`contextlens.report`) with every
-item scored by ``assert_context`` during the session.
+A failed ``assert_context`` shows the test's line and the message, no frames of contextlens
+or asyncio. When the session called ``assert_context``, a table of its metrics (mean,
+interval, pass rate, items, failures) ends the terminal summary; ``--contextlens-report=PATH``
+also writes one HTML page (see :mod:`contextlens.report`) with every item scored by
+``assert_context`` during the session. The plugin loads at every pytest start, so it imports
+the engine only when ``assert_context`` is first called.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import time
 import uuid
@@ -25,22 +30,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from contextlens.engine.accounting import Counts, Ledger, LedgerReport
-from contextlens.errors import ContextLensError
-from contextlens.metrics.metric import Metric
-from contextlens.metrics.registry import key_of, match
-from contextlens.provenance import current_provenance
-from contextlens.results import EvalRun, ItemResult, MetricSummary
-from contextlens.runner import aevaluate, as_metric
-from contextlens.runner.gates import parse_value
-from contextlens.runner.summaries import Tally, summary_of
-from contextlens.schemas import MetricKey
-from contextlens.stats import BayesianMode
-from contextlens.sync import run_sync
+if TYPE_CHECKING:
+    from contextlens.engine.accounting import Counts
+    from contextlens.metrics.metric import Metric
+    from contextlens.results import EvalRun, ItemResult, MetricSummary
+    from contextlens.schemas import MetricKey
 
 __all__ = ["aassert_context", "assert_context", "collected_run"]
 
@@ -58,6 +56,13 @@ class _Collector:
     judges: list[str] = field(default_factory=list)
     embedders: list[str] = field(default_factory=list)
     calls_per_test: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    seconds: float = 0.0
+    """The wall time of the ``assert_context`` calls, added up (they run one after another)."""
+    metric_seconds: dict[str, float] = field(default_factory=dict)
+    metric_judges: dict[str, str] = field(default_factory=dict)
+    metric_marks: dict[str, set[float | None]] = field(default_factory=dict)
+    """The thresholds each metric was held to over the session."""
 
     def case_prefix(self) -> str:
         """The current test's node id (``#2`` on its second call), or ``case``."""
@@ -67,11 +72,26 @@ class _Collector:
         self.calls_per_test[node] = count
         return node if count == 1 else f"{node}#{count}"
 
-    def add(self, run: EvalRun, items: Sequence[ItemResult]) -> None:
+    def add(
+        self,
+        run: EvalRun,
+        items: Sequence[ItemResult],
+        marks: Mapping[MetricKey, float | None] | None = None,
+    ) -> None:
+        """One ``assert_context`` call: its run, its items, the threshold of each metric."""
+        from contextlens.engine.accounting import Counts
+
         self.items.extend(items)
+        for key, mark in (marks or {}).items():
+            self.metric_marks.setdefault(key, set()).add(mark)
+        self.calls += 1
+        self.seconds += run.duration_s
         for name, summary in run.summaries.items():
             if summary.accounting is not None:
                 self.accounting[name] = self.accounting.get(name, Counts()) + summary.accounting
+            self.metric_seconds[name] = self.metric_seconds.get(name, 0.0) + summary.seconds
+            if summary.judge is not None:
+                self.metric_judges.setdefault(name, summary.judge)
         for seen, value in ((self.judges, run.judge), (self.embedders, run.embedder)):
             if value not in seen:
                 seen.append(value)
@@ -93,6 +113,10 @@ def _thresholds(
 ) -> tuple[dict[MetricKey, float], list[str]]:
     """``thresholds`` by the metric key each names (any name of the metric), and the
     problems: a name that is none of ``keys``, a value outside [0, 1]."""
+    from contextlens.errors import ContextLensError
+    from contextlens.metrics.registry import match
+    from contextlens.runner.gates import parse_value
+
     found: dict[MetricKey, float] = {}
     problems: list[str] = []
     for name, value in (thresholds or {}).items():
@@ -115,12 +139,17 @@ def _given_threshold(given: Any, metric: Metric[Any]) -> float | None:
 
 def _judged(
     run: EvalRun, metrics: Sequence[Any], thresholds: Mapping[str, float] | None, case: Any
-) -> tuple[list[ItemResult], list[str]]:
-    """The items with ``success`` set against each threshold, and the problems found."""
+) -> tuple[list[ItemResult], list[str], dict[MetricKey, float | None]]:
+    """The items with ``success`` set against each threshold, the problems found, and the
+    threshold each metric was held to."""
+    from contextlens.metrics.registry import key_of
+    from contextlens.runner import as_metric
+
     by_metric = {item.metric: item for item in run.iter_results()}
     items: list[ItemResult] = []
     keyed = [(given, key_of(as_metric(given))) for given in metrics]
     named, problems = _thresholds([k for _, k in keyed], thresholds)
+    marks: dict[MetricKey, float | None] = {}
     for given, key in keyed:
         metric = as_metric(given)
         item = by_metric.get(key)
@@ -130,7 +159,7 @@ def _judged(
                 f"(it takes a {getattr(metric.case_type, '__name__', metric.case_type)})"
             )
             continue
-        threshold = named.get(key, _given_threshold(given, metric))
+        threshold = marks[key] = named.get(key, _given_threshold(given, metric))
         if item.failed:
             problems.append(f"{key}: failed (no score): {item.error}")
         elif threshold is not None and item.score is not None:
@@ -147,18 +176,40 @@ def _judged(
                 f"\n    reason: {item.reason or '(none given)'}"
             )
         items.append(item)
-    return items, problems
+    return items, problems, marks
 
 
-def _prepare(test_case: Any, metrics: Sequence[Any]) -> tuple[Any, list[Any], str]:
+def case_label(prefix: str, name: str | None) -> str:
+    """The id of a case in the session: the test's node id (``prefix``), then the case's own
+    name in brackets unless the test's parameters already say it (``test_x[de-urlaub]`` for
+    the session ``de-urlaub``, not ``test_x[de-urlaub] [de-urlaub]``)."""
+    if not name:
+        return prefix
+    test = prefix.rsplit("::", 1)[-1].split("#", 1)[0]
+    if test.endswith("]") and "[" in test:
+        params = test[test.index("[") + 1 : -1]
+        if f"-{name}-" in f"-{params}-":  # pytest joins the parameters' ids with "-"
+            return prefix
+    return f"{prefix} [{name}]"
+
+
+def _prepare(metrics: Sequence[Any], test_case: Any) -> tuple[list[Any], str]:
+    """The metrics as given (a registered name made its metric) and the case's id."""
+    from contextlens.runner import as_metric
+
     if not metrics:
         raise ValueError("assert_context needs at least one metric")
     given = [as_metric(m) if isinstance(m, str) else m for m in metrics]
     collector = _current()
     prefix = collector.case_prefix() if collector else "case"
     name = getattr(test_case, "session_id", None) or getattr(test_case, "name", None)
-    case_id = f"{prefix} [{name}]" if name else prefix
-    return test_case, given, case_id
+    return given, case_label(prefix, None if name is None else str(name))
+
+
+async def _evaluated(test_case: Any, metrics: Sequence[Any], **options: Any) -> EvalRun:
+    from contextlens.runner import aevaluate
+
+    return await aevaluate([test_case], metrics, progress=False, **options)
 
 
 def _finish(
@@ -169,11 +220,11 @@ def _finish(
     case_id: str,
 ) -> list[ItemResult]:
     __tracebackhide__ = True
-    items, problems = _judged(run, metrics, thresholds, test_case)
+    items, problems, marks = _judged(run, metrics, thresholds, test_case)
     items = [item.model_copy(update={"case_id": case_id}) for item in items]
     collector = _current()
     if collector is not None:
-        collector.add(run, items)
+        collector.add(run, items, marks)
     if problems:
         raise AssertionError(
             f"contextlens: {len(problems)} of {len(metrics)} metric(s) not met for {case_id}:\n  "
@@ -203,11 +254,11 @@ def assert_context(
     the thresholds); they are also collected for ``--contextlens-report``.
     """
     __tracebackhide__ = True
-    return run_sync(
-        aassert_context(
-            test_case, metrics, judge, thresholds=thresholds, embedder=embedder, cache=cache
-        )
-    )
+    from contextlens.sync import run_sync
+
+    given, case_id = _prepare(metrics, test_case)
+    run = run_sync(_evaluated(test_case, given, judge=judge, embedder=embedder, cache=cache))
+    return _finish(run, test_case, given, thresholds, case_id)  # raised here, not in a loop
 
 
 async def aassert_context(
@@ -221,40 +272,49 @@ async def aassert_context(
 ) -> list[ItemResult]:
     """:func:`assert_context` for async tests."""
     __tracebackhide__ = True
-    test_case, metrics, case_id = _prepare(test_case, metrics)
-    run = await aevaluate(
-        [test_case], metrics, judge=judge, embedder=embedder, cache=cache, progress=False
-    )
-    return _finish(run, test_case, metrics, thresholds, case_id)
+    given, case_id = _prepare(metrics, test_case)
+    run = await _evaluated(test_case, given, judge=judge, embedder=embedder, cache=cache)
+    return _finish(run, test_case, given, thresholds, case_id)
 
 
 # --------------------------------------------------------------------------- the session run
 
 
-def _summary(
-    name: MetricKey, items: Sequence[ItemResult], accounting: Counts | None
-) -> MetricSummary:
+def _summary(name: MetricKey, items: Sequence[ItemResult], collector: _Collector) -> MetricSummary:
     """A metric's summary over the session's items, by the run's own aggregate (mean and
-    interval, pass rate, failed and not-applicable items), with the calls they took."""
+    interval, pass rate, failed and not-applicable items), with the calls they took, its
+    judge, its wall time over the session's calls, and its threshold when every call held it
+    to the same one."""
+    from contextlens.engine.accounting import Ledger
+    from contextlens.runner.summaries import Tally, summary_of
+    from contextlens.stats import BayesianMode
+
     tally = Tally()
     for index, item in enumerate(items):
         tally.add_item(index, item)
-    summary = summary_of(name, tally, BayesianMode(), Ledger())
-    return summary.model_copy(update={"accounting": accounting})
+    marks = collector.metric_marks.get(name, set())
+    mark = next(iter(marks)) if len(marks) == 1 else None
+    summary = summary_of(name, tally, BayesianMode(), Ledger(), pass_mark=mark)
+    update = {
+        "accounting": collector.accounting.get(name),
+        "judge": collector.metric_judges.get(name),
+        "seconds": round(collector.metric_seconds.get(name, 0.0), 3),
+    }
+    return summary.model_copy(update=update)
 
 
 def collected_run(collector: _Collector | None = None) -> EvalRun | None:
     """The session's collected results as one :class:`EvalRun` (None when nothing ran)."""
+    from contextlens.engine.accounting import Counts, LedgerReport
+    from contextlens.provenance import current_provenance
+    from contextlens.results import EvalRun
+
     collector = collector or _current()
     if collector is None or not collector.items:
         return None
     names = list(dict.fromkeys(item.metric for item in collector.items))
     summaries = {
-        name: _summary(
-            name,
-            [i for i in collector.items if i.metric == name],
-            collector.accounting.get(name),
-        )
+        name: _summary(name, [i for i in collector.items if i.metric == name], collector)
         for name in names
     }
     total = sum(collector.accounting.values(), Counts())
@@ -303,10 +363,19 @@ def _report_path(config: pytest.Config) -> Path | None:
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
+_run_key = pytest.StashKey["EvalRun | None"]()
+_calls_key = pytest.StashKey["tuple[int, float]"]()
+_written_key = pytest.StashKey[Path]()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    collector = _current()
+    run = collected_run(collector)
+    session.config.stash[_run_key] = run
+    if collector is not None:
+        session.config.stash[_calls_key] = (collector.calls, collector.seconds)
     path = _report_path(session.config)
-    run = collected_run()
     if path is None or run is None:
         return
     from contextlens.report import write_report
@@ -315,11 +384,47 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config.stash[_written_key] = written
 
 
-_written_key = pytest.StashKey[Path]()
+def session_table(run: EvalRun, calls: int, seconds: float) -> Any:
+    """The session's metrics as a table: the run table of ``contextlens run``, over every
+    item the session's ``calls`` to ``assert_context`` scored (``seconds``: their wall time,
+    added up)."""
+    from contextlens.report.format import fmt_seconds
+    from contextlens.report.summary_table import summary_table
+
+    said = f"{calls} assert_context call{'' if calls == 1 else 's'}"
+    duration = f"{said}, {fmt_seconds(seconds)}"
+    return summary_table(run, title=f"contextlens: {said}", duration=duration)
+
+
+def _rendered(renderable: Any, width: int, color: bool) -> list[str]:
+    """``renderable`` as the lines a terminal ``width`` wide shows (styled when ``color``)."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    Console(
+        file=buffer,
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        markup=False,
+        highlight=False,
+    ).print(renderable)
+    return buffer.getvalue().splitlines()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    run = config.stash.get(_run_key, None)
     path = _report_path(config)
+    if run is None and path is None:
+        return
+    terminalreporter.write_sep("=", "contextlens")
+    if run is not None:
+        writer = getattr(terminalreporter, "_tw", None)
+        width = getattr(writer, "fullwidth", 80)
+        color = bool(getattr(terminalreporter, "hasmarkup", False))
+        table = session_table(run, *config.stash.get(_calls_key, (0, 0.0)))
+        for row in _rendered(table, width, color):
+            terminalreporter.write_line(row)
     if path is None:
         return
     written = config.stash.get(_written_key, None)

@@ -8,8 +8,11 @@ escape sequence cannot drive the terminal, a newline in a case id cannot forge a
 log, and a right-to-left override cannot make ``abc<RLO>gnp.exe`` read ``abcexe.png``.
 Table columns of numbers and ids are never narrower than their widest value, and long text
 columns fold instead of ending in an ellipsis. A table that cannot show its numbers, ids and
-short texts whole in the width at hand is printed stacked: each row under its first cell, as
-``header value`` pairs. Written to a file or a CI log, output is :data:`PIPE_WIDTH` wide.
+short texts whole in the width at hand is printed in its narrower form when it has one (a
+``fallback`` table), else stacked: each row under its first cell, as ``header value`` pairs.
+A column named ``shared`` that holds one value in every row of a table of two rows or more is
+said once under the table instead. Written to a file or a CI log, output is
+:data:`PIPE_WIDTH` wide.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -78,17 +82,26 @@ def _width(cell: Text) -> int:
 
 class FitTable(Table):
     """A table that prints as a grid when its numbers, ids and short texts fit whole in
-    the width at hand, and stacked otherwise: each row's first cell on its own line, then
-    the row's other cells as ``header value`` pairs, as many to a line as fit."""
+    the width at hand; otherwise as its ``fallback`` (a narrower table of the same data)
+    when it has one, else stacked: each row's first cell on its own line, then the row's
+    other cells as ``header value`` pairs, as many to a line as fit."""
 
     def __init__(self, *args: Any, needed: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.needed = needed
         self.cells: list[list[Text]] = []
+        self.fallback: FitTable | None = None
+
+    def fits(self, width: int) -> bool:
+        """Whether the grid shows every number, id and short text whole in ``width``."""
+        return self.needed <= width
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        if self.needed <= options.max_width:
+        if self.fits(options.max_width):
             yield from super().__rich_console__(console, options)
+            return
+        if self.fallback is not None:
+            yield self.fallback
             return
         if self.title is not None:
             yield text(self.title, style="bold")
@@ -96,24 +109,31 @@ class FitTable(Table):
         for row in self.cells:
             yield Text.assemble(row[0], style="bold", overflow="fold")
             pairs = zip(headers[1:], row[1:], strict=True)
-            cells = [Text.assemble((h, "dim"), " ", v) for h, v in pairs]
+            cells = [Text.assemble((h, "dim"), " ", _one_line(v)) for h, v in pairs]
             yield from _packed(cells, options.max_width)
         if self.caption is not None:
             yield text(self.caption, style="dim")
 
 
-def _packed(pairs: list[Text], width: int, indent: str = "  ", gap: str = "   ") -> RenderResult:
-    """``pairs`` on lines of at most ``width`` cells; a pair longer than a line is alone."""
-    current = Text(indent)
+def _one_line(cell: Text) -> Text:
+    """A cell of several lines (a run's tags, its means) as one: ``a, b``."""
+    return Text(", ").join(cell.split("\n")) if "\n" in cell.plain else cell
+
+
+def _packed(pairs: list[Text], width: int, indent: int = 2, gap: str = "   ") -> RenderResult:
+    """``pairs`` on lines of at most ``width`` cells, ``indent`` in; a pair longer than a
+    line is alone, wrapped at the same indent."""
+    room = max(1, width - indent)
+    current = Text()
     for pair in pairs:
-        if current.plain.strip() and current.cell_len + len(gap) + pair.cell_len > width:
-            yield current
-            current = Text(indent)
-        if current.plain.strip():
+        if current.plain and current.cell_len + len(gap) + pair.cell_len > room:
+            yield Padding(current, (0, 0, 0, indent), expand=False)
+            current = Text()
+        if current.plain:
             current.append(gap)
         current.append_text(pair)
-    if current.plain.strip():
-        yield current
+    if current.plain:
+        yield Padding(current, (0, 0, 0, indent), expand=False)
 
 
 def table(
@@ -124,15 +144,34 @@ def table(
     numeric: Iterable[str] = (),
     ids: Iterable[str] = (),
     fold: Iterable[str] = (),
+    shared: Iterable[str] = (),
     caption: Any = None,
 ) -> FitTable:
     """A table whose cells are user text. Columns named in ``numeric`` are right-aligned;
     they, the first column and those named in ``ids`` are never wrapped nor narrower than
     their widest cell; the other columns fold long values onto more lines (those named in
-    ``fold`` whatever their length, the others past :data:`LONG_TEXT`). Stacked where that
-    does not fit (see :class:`FitTable`)."""
+    ``fold`` whatever their length, the others past :data:`LONG_TEXT`). A column named in
+    ``shared`` with one value in every row (of two rows or more) is left out and said at the
+    head of the caption (``judge offline``; nothing for ``-``). Stacked where that does not
+    fit (see :class:`FitTable`)."""
+    headers = list(headers)
     cells = [[text(v) for v in row] for row in rows]
-    numbers = set(numeric)
+    said: list[str] = []
+    for name in shared:
+        i = headers.index(name)
+        values = {c[i].plain for c in cells}
+        if len(cells) < 2 or len(values) != 1:
+            continue
+        (value,) = values
+        if value not in ("", "-"):
+            said.append(f"{name} {value.replace(chr(10), ', ')}")
+        del headers[i]
+        for c in cells:
+            del c[i]
+    if said:
+        below = () if caption is None else (Text("\n"), caption)
+        caption = line("; ".join(said), *below)
+    numbers = set(numeric) & set(headers)
     whole = {*ids, *headers[:1]}
     folds = set(fold) - whole - numbers
     widths = [max([len(h), *(_width(c[i]) for c in cells)]) for i, h in enumerate(headers)]
@@ -150,6 +189,7 @@ def table(
         title=None if title is None else text(title),
         title_justify="left",
         caption=None if caption is None else text(caption),
+        caption_justify="left",
         needed=needed,
     )
     for i, header in enumerate(headers):

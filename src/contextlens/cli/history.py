@@ -11,11 +11,11 @@ import typer
 from rich.text import Text
 
 from contextlens.cli.application import RED, UsageProblem, out
-from contextlens.cli.options import age, fmt, near
+from contextlens.cli.options import age, fmt, lines, near, tags_cell, when
 from contextlens.files import make_folder, write_text
-from contextlens.terminal import line, table, text
+from contextlens.terminal import FitTable, line, table
 
-__all__ = ["compare", "parse_tags", "runs", "warning_lines"]
+__all__ = ["compare", "folder_cell", "parse_tags", "runs", "runs_table", "warning_lines"]
 
 YELLOW = "yellow"
 #: Cases listed under a comparison's table, regressions first.
@@ -49,15 +49,29 @@ def runs(
 ) -> None:
     """List recorded runs, newest first, with their status, name, tags, cases and folder;
     how to resume an interrupted run, and why a failed one failed."""
-    from contextlens.store import FAILED, INTERRUPTED, RUNNING_OR_LOST, RunStore
+    from contextlens.store import RunStore
 
     runs_store = RunStore(store)
     infos = runs_store.list_runs(limit=limit, name=name, tags=parse_tags(tag))
+    shown, notes = runs_table(infos)
+    out.print(shown)
+    for note in notes:
+        out.print(note, soft_wrap=True)  # a command is printed whole, to be run again
+    if html is not None:
+        from contextlens.report.index import write_index
+
+        page = write_index(infos, html, store=str(runs_store.path))
+        out.print(line("index: ", page))
+
+
+def runs_table(infos: list[Any]) -> tuple[FitTable, list[Text]]:
+    """The runs as a table, one row each: id, start, status, name, tags, judge, data, cases,
+    means, folder (the judge, data and folder said once under it when every run has the
+    same); and the lines that say how to resume an interrupted run or why one failed."""
+    from contextlens.store import FAILED, INTERRUPTED, RUNNING_OR_LOST
+
     rows, notes = [], []
     for info in infos:
-        means = Text("\n").join(
-            text(f"{k} {v:.3f}" if v is not None else f"{k} -") for k, v in info.means.items()
-        )
         bad = info.status in (FAILED, INTERRUPTED, RUNNING_OR_LOST)
         status = info.status
         if status == RUNNING_OR_LOST:
@@ -65,15 +79,15 @@ def runs(
         rows.append(
             [
                 info.run_id,
-                info.started_at,
+                when(info.started_at),
                 Text(status, style=RED) if bad else status,
                 info.name or "-",
-                " ".join(f"{k}={v}" for k, v in info.tags.items()) or "-",
+                tags_cell(info.tags),
                 info.judge,
                 near(info.dataset) if info.dataset else "-",
                 info.n_cases,
-                means,
-                near(info.out_dir) if info.out_dir else "-",
+                lines(f"{k} {fmt(v)}" for k, v in info.means.items()),
+                folder_cell(info.out_dir, info.run_id),
             ]
         )
         if info.status in (INTERRUPTED, RUNNING_OR_LOST) and info.command:
@@ -84,14 +98,27 @@ def runs(
             notes.append(line(f"failed {info.run_id}: ", info.error))
     headers = ["run", "started", "status", "name", "tags", "judge", "data", "cases", "means"]
     headers.append("folder")
-    out.print(table(None, headers, rows, numeric=["cases"], ids=["run", "started"]))
-    for note in notes:
-        out.print(note, soft_wrap=True)  # a command is printed whole, to be run again
-    if html is not None:
-        from contextlens.report.index import write_index
+    title = f"{len(rows)} run{'' if len(rows) == 1 else 's'}, newest first" if rows else None
+    made = table(
+        title,
+        headers,
+        rows,
+        numeric=["cases"],
+        ids=["run", "started", "means"],
+        fold=["data", "folder"],
+        shared=["judge", "data", "folder"],
+        caption="started: UTC; <run>: the run's id" if rows else "no recorded run matches",
+    )
+    return made, notes
 
-        page = write_index(infos, html, store=str(runs_store.path))
-        out.print(line("index: ", page))
+
+def folder_cell(out_dir: str | None, run_id: str) -> str:
+    """A run's folder from the working folder; ``OUT/<run>`` when it is named by the run's
+    id, so runs written to one folder show it once (``-``: no folder)."""
+    if not out_dir:
+        return "-"
+    path = Path(out_dir)
+    return f"{near(str(path.parent))}/<run>" if path.name == run_id else near(out_dir)
 
 
 def warning_lines(differences: list[Any]) -> list[Text]:

@@ -6,17 +6,16 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from contextlens.cli.application import UsageProblem, err
-from contextlens.engine.accounting import current_ledger
 from contextlens.errors import ContextLensError
-from contextlens.judges.spec import OFFLINE, JudgeSettings, JudgeSpec, is_offline, is_spec
-from contextlens.runner.progress import down_text
-from contextlens.terminal import line
+from contextlens.terminal import line, text
 
 __all__ = [
     "JUDGE_HELP",
@@ -28,9 +27,12 @@ __all__ = [
     "build_metrics",
     "fmt",
     "judge_option",
+    "lines",
     "load_object",
     "near",
     "progress_option",
+    "tags_cell",
+    "when",
 ]
 
 JUDGE_HELP = (
@@ -85,6 +87,8 @@ def judge_option(
     """``--judge`` and its settings: None, ``offline``, a :class:`JudgeSpec` with the flags'
     settings over the spec's own (every mistake a usage problem, before any work), or the
     object ``module:attr`` names."""
+    from contextlens.judges.spec import OFFLINE, JudgeSettings, JudgeSpec, is_offline, is_spec
+
     try:
         flags = JudgeSettings(
             timeout=timeout, max_tokens=max_tokens, structured_output=structured_output
@@ -116,32 +120,41 @@ def progress_option(label: str, quiet: bool) -> Any:
 class ProgressLines:
     """Progress for a log (stderr not a terminal): a line on stderr for the first item, then
     every ``every_s`` seconds or tenth of the items, whichever comes first, at once when a
-    judge goes down or comes back, and at the end."""
+    judge goes down or comes back, and at the end. The rate and the time left are those of
+    recent completions (:class:`~contextlens.runner.progress.Throughput`)."""
 
     def __init__(self, label: str, every_s: float = 10.0, steps: int = 10) -> None:
+        from contextlens.runner.progress import Throughput
+
         self.label, self.every_s, self.steps = label, every_s, steps
         self.last_s = 0.0
         self.next_step = 0
         self.last_down = ""
+        self.throughput = Throughput()
 
     def __call__(self, done: int, total: int | None, elapsed: float) -> None:
+        from contextlens.engine.accounting import current_ledger
+        from contextlens.runner.progress import down_text, rate_text
+
+        self.throughput.update(done, elapsed)
         step = done * self.steps // total if total else 0
         down = down_text()
         changed, self.last_down = down != self.last_down, down
         if step < self.next_step and elapsed - self.last_s < self.every_s and not changed:
             return
         self.last_s, self.next_step = elapsed, max(self.next_step, step + 1)
-        rate = done / elapsed if elapsed > 0 else 0.0
         count = f"{done}/{total} items ({done / total:.0%})" if total else f"{done} items"
-        speed = f"{rate:.1f} items/s" if rate >= 1 or rate == 0 else f"{1 / rate:.1f} s per item"
-        text = f"{self.label}: {count}, {speed}, {elapsed:.0f} s elapsed"
-        if total and rate > 0 and done < total:
-            text += f", about {(total - done) / rate:.0f} s left"
+        rate = self.throughput.rate()
+        speed = "" if rate is None else f", {rate_text(rate)}"
+        said = f"{self.label}: {count}{speed}, {elapsed:.0f} s elapsed"
+        left = self.throughput.left(total)
+        if left is not None and total and done < total:
+            said += f", about {left:.0f} s left"
         ledger = current_ledger.get()
         latency = ledger.call_latency() if ledger is not None else None
         if latency is not None:
-            text += f"; {latency[0]} judge calls, {latency[1]:.1f} s per call"
-        err.print(line(text + down))
+            said += f"; {latency[0]} judge calls, {latency[1]:.1f} s per call"
+        err.print(line(said + down))
 
 
 def age(started_at: str) -> str:
@@ -159,6 +172,30 @@ def age(started_at: str) -> str:
         if seconds >= size:
             return f"{int(seconds // size)} {unit}"
     return f"{int(seconds)} s"
+
+
+def when(started_at: str) -> str:
+    """An ISO time as ``2026-03-01 14:05`` (in UTC, as runs record it)."""
+    from datetime import datetime, timezone
+
+    try:
+        then = datetime.fromisoformat(started_at)
+    except ValueError:
+        return started_at
+    if then.tzinfo is not None:
+        then = then.astimezone(timezone.utc)
+    return then.strftime("%Y-%m-%d %H:%M")
+
+
+def lines(values: Iterable[Any]) -> Text:
+    """Values as the lines of one cell (``-`` when there are none)."""
+    shown = [text(v) for v in values]
+    return Text("\n").join(shown) if shown else Text("-")
+
+
+def tags_cell(tags: dict[str, str]) -> Text:
+    """A run's tags, one ``key=value`` a line (``-`` when it has none)."""
+    return lines(f"{k}={v}" for k, v in tags.items())
 
 
 def near(path: str) -> str:

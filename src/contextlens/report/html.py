@@ -88,7 +88,7 @@ def render_report(
         metrics=metrics,
         comparison=comparison_view(comparison) if comparison is not None else None,
         offline_note=OFFLINE_SCALE_NOTE,
-        results_path=str(Path(out_dir) / "results.jsonl") if out_dir else "results.jsonl",
+        results_path=_results_file(out_dir),
         case_metrics=cases.metrics,
         meta_fields=list(cases.meta_fields),
         slice_fields=list(cases.slices),
@@ -98,6 +98,15 @@ def render_report(
         rows_json=script_json(cases.rows_json()),
         case_blocks=Markup(blocks),
     )
+
+
+def _results_file(out_dir: Any) -> str:
+    """The run's ``results.jsonl`` when it exists (a run without a folder, a pytest session,
+    has none: the page then names no file)."""
+    if not out_dir:
+        return ""
+    path = Path(out_dir) / "results.jsonl"
+    return str(path) if path.is_file() else ""
 
 
 def write_report(

@@ -159,14 +159,15 @@ class RunLoop:
             return not_applicable_item(ident, b.key, why)
         if self.dry_run and b.services.judge is None:  # asks no judge: costs nothing
             return not_run_item(ident, b.key, "not run: a dry run")
-        start = time.perf_counter()
+        tally = self.tallies[b.key]
+        tally.begin()  # the metric's wall time: its items overlap, their waits are not added
         try:
             runs = self.repeats if b.services.judge is not None else 1
             items = [await score_item(b, case, ident, r, self.ledger) for r in range(runs)]
             stopped = next((i for i in items if i.not_run is not None), None)
             return stopped or merge_repeats(items, b.pass_mark)
         finally:
-            self.tallies[b.key].seconds += time.perf_counter() - start
+            tally.end()
 
     def record(self, item: ItemResult, index: int) -> bool:
         """Write and count one item; False when results can no longer be written."""

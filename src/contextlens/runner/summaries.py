@@ -40,8 +40,9 @@ __all__ = [
 @dataclass
 class Tally:
     """Running per-metric data for the aggregate: each item's case index and scores (one
-    per repeat), failures. The aggregate reads the items in case order, so it does not
-    depend on the order in which they completed."""
+    per repeat), failures, and the metric's wall time (``seconds``: while any of its items
+    was being scored, between :meth:`begin` and :meth:`end`). The aggregate reads the items
+    in case order, so it does not depend on the order in which they completed."""
 
     scores: list[tuple[int, list[float | None]]] = field(default_factory=list)
     passed: list[tuple[int, bool]] = field(default_factory=list)
@@ -51,6 +52,20 @@ class Tally:
     not_run: int = 0
     not_english: int = 0
     seconds: float = 0.0
+    in_progress: int = 0
+    busy_since: float = 0.0
+
+    def begin(self) -> None:
+        """An item of the metric starts being scored."""
+        if self.in_progress == 0:
+            self.busy_since = time.perf_counter()
+        self.in_progress += 1
+
+    def end(self) -> None:
+        """An item of the metric is done: the wall time runs on while another is scored."""
+        self.in_progress -= 1
+        if self.in_progress == 0:
+            self.seconds += time.perf_counter() - self.busy_since
 
     def add(
         self,

@@ -16,12 +16,12 @@ from contextlens.cli.options import build_metrics, judge_option, load_object, pr
 from contextlens.cli.run.args import RunArgs
 from contextlens.cli.run.gate import parse_max_failures
 from contextlens.errors import ContextLensError, InputError
-from contextlens.schemas import Dataset, MetricKey, ModelTestCase
 from contextlens.terminal import line
 
 if TYPE_CHECKING:
     from contextlens.loaders import Counted
     from contextlens.runner import Gate, RunConfig, RunFolder
+    from contextlens.schemas import MetricKey
 
 __all__ = ["RunPlan", "kind_name", "planned"]
 
@@ -154,6 +154,8 @@ def _config(
 
 def _check_case_types(kind: str, keys: list[MetricKey], metrics: list[Any], data: Path) -> None:
     """An :class:`InputError` for a metric that does not take what the file holds."""
+    from contextlens.schemas import Dataset, ModelTestCase
+
     holds = Dataset if kind == "sessions" else ModelTestCase
     for key, m in zip(keys, metrics, strict=True):
         if not issubclass(holds, m.case_type):
@@ -168,6 +170,7 @@ def _default_metric(kind: str) -> str:
     """The metric a run without ``-m`` means: the one registered metric that takes what the
     file holds (said on stderr); a usage problem naming the choices when there are several."""
     from contextlens.metrics import registry
+    from contextlens.schemas import Dataset, ModelTestCase
 
     holds = Dataset if kind == "sessions" else ModelTestCase
     fitting = [i.name for i in registry.registered().values() if issubclass(holds, i.case_type)]
@@ -183,6 +186,8 @@ def _default_metric(kind: str) -> str:
 
 def kind_name(case_type: type) -> str:
     """What a metric's ``case_type`` is called on the command line."""
+    from contextlens.schemas import Dataset, ModelTestCase
+
     if issubclass(case_type, Dataset):
         return "sessions"
     if issubclass(case_type, ModelTestCase):
