@@ -49,6 +49,8 @@ from support.schema_judge import smallest
 ROOT = Path(__file__).parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LOCAL_JUDGE_URL = re.compile(r"http://(?:127\.0\.0\.1|localhost):\d+/v1")
+# Ray Data warns of its own deprecated settings when it first makes a dataset (Scale out).
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.*")
 EXPORTS = "__exported__"  # the variables a page's shell blocks exported, in its namespace
 FENCE = re.compile(r"^ *```([^\n`]*)\n", re.M)
 
@@ -246,7 +248,7 @@ def smallest_reply(request: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def fake_judge():
-    with FakeOpenAIServer(reply=smallest_reply) as server:
+    with FakeOpenAIServer(reply=smallest_reply, slots=8) as server:
         yield server
 
 
@@ -262,6 +264,9 @@ def folders(tmp_path_factory):
     )
     for name in set(registry.names()) - metrics_before:
         registry.unregister(name)
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():  # the cluster the Scale out page started
+        ray.shutdown()
 
 
 def _folder(tmp_path_factory, name: str) -> Path:
@@ -326,3 +331,47 @@ def test_the_readme_sample_line_is_a_line_of_the_shipped_file():
     [sample] = re.findall(r"```json\n(.*?)\n```", readme, re.S)
     shipped = (ROOT / "examples/data/rag_cases.jsonl").read_text(encoding="utf-8").splitlines()
     assert sample in shipped
+
+
+FIGURE_PAGES = ("docs/figures.md", "docs/judges.md", "docs/offline-scorers.md")
+
+
+def tables(text: str) -> list[list[str]]:
+    """The Markdown tables of a page, each as its rows (the header row first)."""
+    found, rows = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            rows.append(line.strip())
+        elif rows:
+            found.append(rows)
+            rows = []
+    return found
+
+
+def test_a_table_of_figures_copies_its_rows_from_the_figures_pages():
+    """A table whose header is that of a table of measured figures holds only rows that
+    those pages (where each table stands under the command that made it) hold too."""
+    source = "\n".join((ROOT / page).read_text(encoding="utf-8") for page in FIGURE_PAGES)
+    headers = {rows[0] for rows in tables(source)}
+    copied = 0
+    for name, page in PAGE_OF.items():
+        if name in FIGURE_PAGES:
+            continue
+        for rows in tables(page.path.read_text(encoding="utf-8")):
+            if rows[0] in headers:
+                for row in rows[2:]:
+                    assert row in source, f"{name}: a row of figures found nowhere: {row}"
+                    copied += 1
+    assert copied >= 40, copied
+
+
+def test_the_readme_figures_are_in_the_figures_page():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Figures\n", 1)[1].split("\n## ", 1)[0]
+    figures = (ROOT / "docs/figures.md").read_text(encoding="utf-8")
+    [table] = tables(section)
+    for row in table[2:]:
+        _what, figure, command = (cell.strip() for cell in row.strip("|").split("|"))
+        assert command.strip("`") in figures, command
+        for number in re.findall(r"\d[\d,]*(?:\.\d+)?", figure):
+            assert re.search(rf"(?<![\d.]){re.escape(number)}(?![\d])", figures), (number, row)
