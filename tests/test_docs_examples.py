@@ -168,7 +168,7 @@ def run_shell(example: Example) -> None:
         else:
             raise AssertionError(f"the docs test does not run {words[0]!r}: {line}")
         assert code == expected, f"`{line}` exited {code}, not {expected}:\n{text}"
-        for shown in re.findall(r'printing "([^"]+)"', comment):
+        for shown in re.findall(r'"([^"]+)"', comment.partition("printing")[2]):
             assert shown in " ".join(text.split()), f"`{line}` did not print {shown!r}:\n{text}"
 
 
@@ -375,3 +375,30 @@ def test_the_readme_figures_are_in_the_figures_page():
         assert command.strip("`") in figures, command
         for number in re.findall(r"\d[\d,]*(?:\.\d+)?", figure):
             assert re.search(rf"(?<![\d.]){re.escape(number)}(?![\d])", figures), (number, row)
+
+
+def test_the_sample_lines_are_lines_of_the_shipped_files():
+    shipped = set()
+    for path in ("examples/data/rag_cases.jsonl", "src/contextlens/demo/techstore.jsonl"):
+        shipped |= set((ROOT / path).read_text(encoding="utf-8").splitlines())
+    samples = 0
+    for name, page in PAGE_OF.items():
+        text = page.path.read_text(encoding="utf-8")
+        for block in re.findall(r'```(?:json|jsonl title="techstore.jsonl")\n(.*?)```', text, re.S):
+            for line in block.splitlines():
+                assert line in shipped, f"{name}: a sample line that no shipped file holds: {line}"
+                samples += 1
+    assert samples >= 4, samples
+
+
+def test_the_field_table_of_the_input_formats_page_is_the_loaders():
+    from contextlens.fields import TEST_CASE_FIELDS
+
+    page = (ROOT / "docs/input-formats.md").read_text(encoding="utf-8")
+    [table] = [rows for rows in tables(page) if rows[0].startswith("| field | also |")]
+    for row in table[2:]:
+        field, also = (cell.strip() for cell in row.strip("|").split("|")[:2])
+        names = set(re.findall(r"`([^`]+)`", field + also))
+        canonical = TEST_CASE_FIELDS.canonical(field.strip("`"))
+        known = TEST_CASE_FIELDS.get(canonical)
+        assert names == {known.name, *known.aliases}, row
