@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
+# MkDocs 1.x; the note Material prints about MkDocs 2 is left out of the build's output.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs
 
-.PHONY: demo test lint bench clean browser
+.PHONY: demo test lint bench clean browser docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +42,7 @@ demo: $(VENV)/.core
 test: $(VENV)/.test browser
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m mypy
+	$(MKDOCS) build --strict --quiet
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.test
@@ -47,8 +50,12 @@ lint: $(VENV)/.test
 	$(PY) -m ruff format --check src tests benchmarks examples
 	$(PY) -m mypy
 
+# The documentation site, built from docs/ and the docstrings into site/ (nothing is fetched).
+docs: $(VENV)/.test
+	$(MKDOCS) build --strict
+
 bench: $(VENV)/.test
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .ruff_cache

@@ -1,4 +1,5 @@
-"""The README's screenshots: a run report with a case opened, and a comparison of two runs.
+"""The screenshots of the Reports and CI page: a run report with a case opened, and a
+comparison of two runs.
 
 Run: .venv/bin/python docs/screenshots.py [--out docs]
 
