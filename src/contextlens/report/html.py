@@ -58,6 +58,11 @@ def render_report(
     levels = [get(summaries.get(n), "ci_level") for n in names]
     level = next((v for v in levels if v), 0.95)
     cases = case_table(run, names, ci_level=level, items=items)
+    for m in metrics:
+        m.worst = cases.worst.get(m.name, [])
+        m.lowest = cases.lowest.get(m.name, [])
+        m.counts = cases.counts.get(m.name, {})
+        m.column = cases.metrics.index(m.name) if m.name in cases.metrics else 0
     config = get(run, "config") or {}
     data = {
         "run_id": run_id,
@@ -91,6 +96,7 @@ def render_report(
         results_path=str(Path(out_dir) / "results.jsonl") if out_dir else "results.jsonl",
         case_metrics=cases.metrics,
         meta_fields=list(cases.meta_fields),
+        n_cases=len(cases.rows),
         slice_fields=list(cases.slices),
         slice_ci=ci_text(level),
         pass_marks={k: f"{v:g}" for k, v in cases.pass_marks.items() if v is not None},
