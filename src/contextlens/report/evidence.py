@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from contextlens.metrics.base import ReaderDetails
@@ -158,12 +157,13 @@ def _words(text: str) -> set[str]:
 
 
 def closest_sentence(claim: str, chunk: str) -> str | None:
-    """The sentence of ``chunk`` that shares the most words with ``claim`` (None when none
-    shares a word): where the chunk bears on the claim."""
+    """The sentence of ``chunk`` that shares the most with ``claim``, its shared words
+    weighed by their length (None when none shares a word): where the chunk bears on the
+    claim."""
     words = _words(claim)
     best, best_shared = None, 0
     for sentence in sentences(chunk):
-        shared = len(words & _words(sentence))
+        shared = sum(len(w) for w in words & _words(sentence))
         if shared > best_shared:
             best, best_shared = sentence, shared
     return best
@@ -385,8 +385,10 @@ def _retrieval(details: RetrievalDetails, texts: Texts, ev: Evidence) -> None:
                     if rank <= len(texts.chunks)
                     else f"#{rank}",
                     ident,
-                    _verdict("yes" if relevant else "no", "relevant", "not relevant"),
-                    "not judged" if grade is None else f"{grade:g}",
+                    "not judged"
+                    if grade is None
+                    else _verdict("yes" if relevant else "no", "relevant", "not relevant"),
+                    "—" if grade is None else f"{grade:g}",
                     "yes" if within else "no",
                 ],
                 hit,
@@ -479,10 +481,14 @@ READERS: dict[type[MetricDetails], Reader] = {
 """The reader of each details type the report knows (a subclass is read as its base)."""
 
 
-@cache
+_FOUND: dict[type, Reader | None] = {}
+
+
 def _reader(kind: type) -> Reader | None:
     """The reader of a details type: its own, or that of the nearest base that has one."""
-    return next((READERS[base] for base in kind.__mro__ if base in READERS), None)
+    if kind not in _FOUND:
+        _FOUND[kind] = next((READERS[base] for base in kind.__mro__ if base in READERS), None)
+    return _FOUND[kind]
 
 
 def _own_fields(details: MetricDetails, ev: Evidence) -> None:
