@@ -197,19 +197,6 @@ def _relevancy(details: RelevancyDetails, texts: Texts, ev: Evidence) -> None:
     for c in details.chunks:
         if c.probability is not None:
             ev.note(c.index, kind="value", label="relevance to the input", value=c.probability)
-    if details.chunks:
-        table = Table("Chunks", ["rank", "relevant", "probability", "relevant statements"])
-        for c in details.chunks:
-            table.add(
-                [
-                    _chunk_cell(c.index),
-                    _verdict("yes" if c.relevant else "no", "relevant", "not relevant"),
-                    fmt_score(c.probability),
-                    f"{c.relevant_statements} of {c.statements}",
-                ],
-                "good" if c.relevant else "bad",
-            )
-        ev.tables.append(table)
     ev.facts.append(("relevant statements", f"{details.relevant} of {details.statements}"))
     if details.expected_relevant is not None:
         ev.facts.append(("expected relevant statements", f"{details.expected_relevant:.2f}"))
