@@ -1,7 +1,9 @@
 """The HTML report in a real browser: headless Chromium renders it, runs its script, and
 runs nothing from the evaluated data; driven through Selenium, a report of 10,000 cases
 opens, a case opens on its chunks and verdicts, the cases filter by a ``meta`` field, and a
-comparison lists the regressed cases first.
+comparison lists the regressed cases first. Over a run of every metric: the worst case's
+evidence is one click from the top of the page, no case view shows JSON, a deep link
+``#case=ID`` opens its case, and the table filters by one metric's status.
 
 Chromium and its driver come from Debian (``apt-get install chromium chromium-driver``);
 ``make test`` installs them when they are missing and it runs as root; where they are not
