@@ -152,13 +152,14 @@ def test_a_details_type_without_a_reader_is_tables_and_labelled_values() -> None
         steps=[{"name": "lookup", "ok": True, "took": {"ms": 3}}, {"name": "compare"}],
         weights={"lookup": 0.25},
         tags=["a", "b"],
+        language="fr",
         note=None,
     )
     ev = evidence_of(own).to_json()
     [steps] = ev["tables"]
     assert steps["columns"] == ["name", "ok", "took"]
     assert _cells(steps) == [["lookup", "yes", "ms: 3"], ["compare", "", ""]]
-    assert ev["facts"] == [["weights · lookup", "0.250"], ["tags", "a, b"]]
+    assert ev["facts"] == [["weights · lookup", "0.250"], ["tags", "a, b"], ["language", "fr"]]
 
 
 def test_no_evidence_of_any_metric_is_json() -> None:

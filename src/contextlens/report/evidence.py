@@ -482,9 +482,10 @@ def _own_fields(details: MetricDetails, ev: Evidence) -> None:
     """The fields of a details type without a reader: a list of records as a table, any
     other value as a labelled fact."""
     dumped = details.model_dump(mode="json")
+    shown_apart = _BASE_FIELDS | (_READER_FIELDS if isinstance(details, ReaderDetails) else set())
     facts: list[tuple[str, str]] = []
     for name, value in dumped.items():
-        if name in _BASE_FIELDS or name in _READER_FIELDS:
+        if name in shown_apart:
             continue
         label = name.replace("_", " ")
         records = isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
