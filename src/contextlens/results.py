@@ -85,15 +85,18 @@ class ItemResult(BaseModel):
 
     @property
     def status(self) -> str:
-        """``pass``, ``below threshold``, ``failed``, ``not applicable`` or ``not run``: one
-        meaning for every metric."""
+        """One of :data:`STATUSES`, one meaning for every metric: ``failed``, ``not
+        applicable``, ``not run``, else the verdict against the run's pass mark (``pass``,
+        ``below``), or ``scored`` for a score without one."""
         if self.failed:
-            return "failed"
+            return FAILED
         if self.not_applicable is not None:
-            return "not applicable"
+            return NOT_APPLICABLE
         if self.not_run is not None:
-            return "not run"
-        return "pass" if self.success else "below threshold"
+            return NOT_RUN
+        if self.success is None:
+            return SCORED
+        return PASS if self.success else BELOW
 
     @property
     def exception(self) -> BaseException | None:
@@ -102,10 +105,7 @@ class ItemResult(BaseModel):
 
 
 def status_of(item: ItemResult) -> str:
-    """The item's status (one of :data:`STATUSES`): its :attr:`~ItemResult.status`, the
-    verdict against the pass mark the run set; ``scored`` for a score without a verdict."""
-    if item.status == "below threshold":
-        return SCORED if item.success is None else BELOW
+    """The item's status (one of :data:`STATUSES`; :attr:`ItemResult.status`)."""
     return item.status
 
 

@@ -1,7 +1,9 @@
 """The HTML report in a real browser: headless Chromium renders it, runs its script, and
 runs nothing from the evaluated data; driven through Selenium, a report of 10,000 cases
 opens, a case opens on its chunks and verdicts, the cases filter by a ``meta`` field, and a
-comparison lists the regressed cases first.
+comparison lists the regressed cases first. Over a run of every metric: the worst case's
+evidence is one click from the top of the page, no case view shows JSON, a deep link
+``#case=ID`` opens its case, and the table filters by one metric's status.
 
 Chromium and its driver come from Debian (``apt-get install chromium chromium-driver``);
 ``make test`` installs them when they are missing and it runs as root; where they are not
@@ -248,7 +250,7 @@ def _open(browser, page: Path) -> float:
 
 def test_a_report_of_10000_cases_opens_a_case_and_filters_by_meta(browser, tmp_path) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     from support.runs import RELEVANCY, synthetic_run
 
@@ -282,6 +284,14 @@ def test_a_report_of_10000_cases_opens_a_case_and_filters_by_meta(browser, tmp_p
     assert detail.find_element(By.CSS_SELECTOR, "[data-role=input]").text.endswith(
         "Question 7: when do you open on day 0?"
     )
+    assert browser.execute_script("return location.hash") == "#case=case-00007"
+    # the case is a page of its own; Escape goes back to the table
+    from selenium.webdriver.common.keys import Keys
+
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    view = cases.find_element(By.CSS_SELECTOR, "[data-role=case-view]")
+    WebDriverWait(browser, BROWSER_TIMEOUT).until(lambda b: not view.is_displayed())
+    assert browser.execute_script("return location.hash") == ""
 
     # filter by a meta field: only the billing cases remain
     Select(cases.find_element(By.CSS_SELECTOR, "[data-role=meta-field]")).select_by_value("domain")
@@ -416,3 +426,245 @@ def test_cases_not_applicable_or_not_run_are_shown_and_filtered(browser, tmp_pat
     got = {r.get_attribute("data-case") for r in rows}
     assert got == set(sorted(expected)[:100]) and got & chit
     assert {r.get_attribute("data-status") for r in rows} == {"pass"}
+
+
+# -- a run of every metric: what went wrong first, each case's evidence, deep links ----------
+
+RAG_METRICS = (
+    "faithfulness",
+    "context-recall",
+    "contextual-relevancy",
+    "context-precision-ranked",
+    "context-precision",
+    "context-similarity",
+    "retrieval",
+)
+CHUNKS = [
+    "Returns: items may be returned within 30 days of purchase.",
+    "Condition: products must be unused and in their original packaging.",
+    "Our stores are open from 9 am to 6 pm.",
+]
+ANSWERS = [
+    "Yes, unused items can be returned within 30 days.",
+    "You can return anything at any time, no receipt needed.",
+]
+
+
+@pytest.fixture(scope="module")
+def every_metric(tmp_path_factory):
+    """A report of every built-in metric, offline, over RAG cases (one named with a script)
+    and a session, plus a metric of one's own whose details type the report has no reader
+    for; and the run."""
+    from contextlens.results import ItemResult
+    from contextlens.schemas import MetricDetails
+
+    cases: list[Dataset | ModelTestCase] = [
+        ModelTestCase(
+            name=HOSTILE if i == 5 else f"case-{i}",
+            input="Can I return a kettle I bought three weeks ago?",
+            actual_output=ANSWERS[i % 2],
+            expected_output="Unused items can be returned within 30 days of purchase.",
+            retrieval_context=CHUNKS if i % 3 else CHUNKS[::-1],
+            retrieved_ids=["r0", "r1", "r2"] if i % 3 else ["r2", "r1", "r0"],
+            relevant_ids={"r0": 2, "r1": 1, "r9": 1},
+            meta={"topic": "returns", "shop": "north" if i == 0 else "south"},
+        )
+        for i in range(6)
+    ]
+    cases.append(
+        Dataset(
+            session_id="session-1",
+            assistant_id="shop-bot",
+            context="The shop opens at 9 am. Returns are accepted within 30 days.",
+            conversation=[
+                Batch(
+                    qa_id="q1",
+                    query="Can I return it?",
+                    assistant="Returns are accepted within 30 days. Shipping to Mars is free.",
+                )
+            ],
+        )
+    )
+    run = evaluate(cases, [*RAG_METRICS, Context()], cache=False, progress=False)
+    own = MetricDetails(
+        judge="rules",
+        steps=[{"name": "lookup", "ok": True}, {"name": "compare", "ok": False}],
+        weights={"lookup": 0.25, "compare": 0.75},
+    )
+    run.results.append(ItemResult(case_id="case-1", metric="own-metric", score=0.4, details=own))
+    page = write_report(run, tmp_path_factory.mktemp("every") / "report.html")
+    return run, page
+
+
+def _view(browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    view = browser.find_element(By.CSS_SELECTOR, "[data-role=case-view]")
+    WebDriverWait(browser, BROWSER_TIMEOUT).until(
+        lambda b: view.is_displayed() and view.find_elements(By.CSS_SELECTOR, "[data-case]")
+    )
+    return view.find_element(By.CSS_SELECTOR, "[data-role=case-detail]")
+
+
+def test_the_worst_case_s_evidence_is_one_click_from_the_top(browser, every_metric) -> None:
+    from selenium.webdriver.common.by import By
+
+    run, page = every_metric
+    _open(browser, page)
+    assert browser.execute_script("return window.scrollY") == 0
+    for metric in ("faithfulness", "context-precision-ranked"):
+        items = [r for r in run.results if r.metric == metric and r.score is not None]
+        lowest = min(r.score for r in items)
+        card = browser.find_element(By.CSS_SELECTOR, f"[data-overview='{metric}']")
+        first = card.find_element(By.CSS_SELECTOR, "a.worst")
+        worst = first.get_attribute("data-worst-case")
+        assert next(r for r in items if r.case_id == worst).score == lowest
+        assert first.location["y"] < 1600  # on the first screens, not under the metric sections
+        assert "Can I return a kettle" in first.text  # its input, and the start of its answer
+        first.click()  # one click
+        detail = _view(browser)
+        assert detail.get_attribute("data-case") == worst
+        result = detail.find_element(By.CSS_SELECTOR, "[data-role=metric-result].focused")
+        assert result.get_attribute("data-metric") == metric
+        top = browser.execute_script("return arguments[0].getBoundingClientRect().top", result)
+        assert 0 <= top < browser.execute_script("return innerHeight")  # in view, no scrolling
+        tables = [
+            t.text for t in result.find_elements(By.CSS_SELECTOR, "[data-role=evidence-table]")
+        ]
+        assert tables and ("CLAIMS" in tables[0].upper() or "BY RANK" in tables[0].upper())
+        browser.back()
+        browser.execute_script("window.scrollTo(0, 0)")
+
+
+def test_every_case_view_shows_readable_evidence_and_no_json(browser, every_metric) -> None:
+    from urllib.parse import quote
+
+    from selenium.webdriver.common.by import By
+
+    run, page = every_metric
+    _open(browser, page)
+    seen: set[str] = set()
+    for case_id in dict.fromkeys(r.case_id for r in run.results):
+        browser.get(f"{page.as_uri()}#case={quote(case_id, safe='')}")
+        detail = _view(browser)
+        assert detail.get_attribute("data-case") == case_id
+        text = detail.text
+        assert '{"' not in text and '":' not in text, (case_id, text)
+        shown = {
+            r.get_attribute("data-metric")
+            for r in detail.find_elements(By.CSS_SELECTOR, "[data-role=metric-result]")
+        }
+        assert shown == {r.metric for r in run.results if r.case_id == case_id}
+        seen |= shown
+    assert seen == {*RAG_METRICS, "context", "own-metric"}
+    assert browser.title != "PWNED" and not browser.find_elements(By.TAG_NAME, "img")
+
+    # faithfulness: a claim of the answer marked with its verdict, its sentence in its chunk
+    browser.get(f"{page.as_uri()}#case=case-1")
+    detail = _view(browser)
+    item = next(r for r in run.results if r.case_id == "case-1" and r.metric == "faithfulness")
+    claim = item.details.claims[0]
+    [mark] = detail.find_elements(By.CSS_SELECTOR, "[data-role=output] mark")
+    assert mark.text == claim.claim and "bad" in mark.get_attribute("class")  # not supported
+    chunk = detail.find_element(By.CSS_SELECTOR, f"[data-role=chunk][data-chunk='{claim.chunk}']")
+    assert chunk.find_elements(By.CSS_SELECTOR, ".text mark")
+    assert chunk.find_element(By.CSS_SELECTOR, "[data-role=claim]").get_attribute(
+        "data-metric"
+    ) == ("faithfulness")
+    # ranked verdicts by rank, on their chunks and in rank order
+    ranked = next(
+        r for r in run.results if r.case_id == "case-1" and r.metric == "context-precision-ranked"
+    )
+    on_chunks = [
+        c.find_element(By.CSS_SELECTOR, "[data-role=rank-verdict]").get_attribute("data-verdict")
+        for c in detail.find_elements(By.CSS_SELECTOR, "[data-role=chunk]")
+    ]
+    assert on_chunks == [v.verdict for v in sorted(ranked.details.verdicts, key=lambda v: v.chunk)]
+    # retrieval: the relevant ids marked on the list, the one not retrieved named
+    hits = [
+        h.get_attribute("data-relevant")
+        for h in detail.find_elements(By.CSS_SELECTOR, "[data-role=chunk] [data-role=hit]")
+    ]
+    assert hits == ["true", "true", "false"]
+    retrieval = detail.find_element(
+        By.CSS_SELECTOR, "[data-role=metric-result][data-metric='retrieval']"
+    )
+    assert "relevant, not retrieved" in retrieval.text and "r9" in retrieval.text
+    # a details type without a reader: a table of its records and its values by key
+    own = detail.find_element(
+        By.CSS_SELECTOR, "[data-role=metric-result][data-metric='own-metric']"
+    )
+    assert "lookup" in own.text and "compare" in own.text and "weights · compare" in own.text
+
+    # the session: its least supported claim marked in the reply, its evidence in the context
+    browser.get(f"{page.as_uri()}#case=session-1")
+    detail = _view(browser)
+    turn = detail.find_element(By.CSS_SELECTOR, "[data-role=turn][data-qa=q1]")
+    assert "Shipping to Mars is free." in [m.text for m in turn.find_elements(By.TAG_NAME, "mark")]
+    assert detail.find_elements(By.CSS_SELECTOR, "[data-role=system-context] mark")
+
+
+def test_a_deep_link_opens_its_case_and_the_table_filters_per_metric(browser, every_metric):
+    from urllib.parse import quote
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    run, page = every_metric
+    # a deep link, the hostile id too: opened, shown as text, nothing of it run
+    _open(browser, page)
+    browser.get(f"{page.as_uri()}#case={quote(HOSTILE, safe='')}")
+    detail = _view(browser)
+    assert detail.get_attribute("data-case") == HOSTILE
+    assert HOSTILE in detail.text and browser.title != "PWNED"
+    assert not browser.find_elements(By.CSS_SELECTOR, "[data-pwned]")
+    # the case before it in the list (it is the last), then back to the table
+    assert not browser.find_element(By.CSS_SELECTOR, "[data-role=case-next]").is_enabled()
+    browser.find_element(By.CSS_SELECTOR, "[data-role=case-prev]").click()
+    WebDriverWait(browser, BROWSER_TIMEOUT).until(
+        lambda b: b.execute_script("return location.hash") == "#case=case-4"
+    )
+    assert _view(browser).get_attribute("data-case") == "case-4"
+    browser.find_element(By.CSS_SELECTOR, "[data-role=case-close]").click()
+    view = browser.find_element(By.CSS_SELECTOR, "[data-role=case-view]")
+    WebDriverWait(browser, BROWSER_TIMEOUT).until(lambda b: not view.is_displayed())
+    # an id not in the report says so
+    browser.get(f"{page.as_uri()}#case=nobody")
+    WebDriverWait(browser, BROWSER_TIMEOUT).until(
+        lambda b: b.find_elements(By.CSS_SELECTOR, "[data-role=case-missing]")
+    )
+    browser.find_element(By.CSS_SELECTOR, "[data-role=case-close]").click()
+
+    # the status of one metric, in a table of the cases' input and answer
+    cases = browser.find_element(By.ID, "cases")
+    Select(cases.find_element(By.CSS_SELECTOR, "[data-role=status-filter]")).select_by_value(
+        "below"
+    )
+    Select(cases.find_element(By.CSS_SELECTOR, "[data-role=status-metric]")).select_by_visible_text(
+        "faithfulness"
+    )
+    rows = cases.find_elements(By.CSS_SELECTOR, "tr[data-case]")
+    below = [r.case_id for r in run.results if r.metric == "faithfulness" and r.status != "pass"]
+    assert {r.get_attribute("data-case") for r in rows} == set(below) and below
+    assert all(ANSWERS[1][:20] in r.text and "Can I return" in r.text for r in rows)
+    row_height = rows[0].size["height"]
+    assert row_height < 60, row_height  # one case, one or two lines
+    # sorted by a metric's column
+    Select(cases.find_element(By.CSS_SELECTOR, "[data-role=status-filter]")).select_by_value("")
+    cases.find_element(By.CSS_SELECTOR, "th[data-metric-column='retrieval'] button").click()
+    at = [c.text for c in cases.find_elements(By.CSS_SELECTOR, "th[data-metric-column]")].index(
+        "retrieval"
+    )
+    shown = [
+        r.find_elements(By.CSS_SELECTOR, "td.num")[at].text
+        for r in cases.find_elements(By.CSS_SELECTOR, "tr[data-case]")
+    ]
+    numbers = [float(t) for t in shown if t not in ("n/a", "—")]
+    assert numbers == sorted(numbers) and len(numbers) == 6
+
+    # a slice of one case: its value, no interval
+    Select(browser.find_element(By.CSS_SELECTOR, "[data-role=slice-field]")).select_by_value("shop")
+    north = browser.find_element(By.CSS_SELECTOR, "[data-role=slice-table] tr[data-slice=north]")
+    cell = north.find_element(By.CSS_SELECTOR, "td[data-metric='faithfulness']")
+    assert "(n = 1)" in cell.text and "[" not in cell.text

@@ -15,12 +15,12 @@ from contextlens.cases import CaseRecord
 from contextlens.metrics.context import ContextDetails, Interaction
 from contextlens.metrics.context_precision import PrecisionDetails
 from contextlens.report import render_report
-from contextlens.report.cases import case_table
+from contextlens.report.cases import case_table, run_mode
 from contextlens.report.evidence import MAX_TEXT, evidence_of
 from contextlens.results import EvalRun, ItemResult, MetricSummary
 from contextlens.runner import evaluate
 from contextlens.schemas import Batch, Dataset, MetricDetails, ModelTestCase
-from contextlens.stats import BayesianMode
+from contextlens.stats import BayesianMode, FrequentistMode
 from support.runs import RELEVANCY, SIMILARITY, synthetic_run
 
 HOSTILE = "</script><script>alert(1)</script><img src=x onerror=alert(2)>"
@@ -95,7 +95,7 @@ def test_skipped_blank_chunks_keep_the_others_in_place() -> None:
         query_context_similarity=SideSimilarity(contexts_score=[0.9, 0.7], score=0.8),
         skipped_contexts=[1],
     )
-    ev = evidence_of(details, n_chunks=3)
+    ev = evidence_of(details, ModelTestCase(input="q", retrieval_context=["a", " ", "c"]))
     assert [n["value"] for n in ev.chunks[0]] == [0.9]
     assert [n["label"] for n in ev.chunks[1]] == ["skipped: blank"]
     assert [n["value"] for n in ev.chunks[2]] == [0.7]
@@ -151,7 +151,7 @@ def test_precision_components_and_an_unknown_details_type_are_shown() -> None:
         path: tuple[str, ...] = ()
 
     own = evidence_of(OwnDetails(hops=3, path=["a", "b"], attempts=2))
-    assert ("hops", "3") in own.facts and ("path", '["a", "b"]') in own.facts
+    assert ("hops", "3") in own.facts and ("path", "a, b") in own.facts
     assert ("judge attempts", "2") in own.facts
 
 
@@ -234,17 +234,99 @@ def test_slices_give_the_mean_interval_and_n_of_each_meta_value() -> None:
     got = gold["metrics"][at]
     assert gold["cases"] == 8 and got["n"] == len(scores) == 8
     assert got["mean"] == pytest.approx(np.mean(scores))
-    est = BayesianMode(mc_samples=2000, rng_seed=7).estimate(
-        np.array(scores), np.ones(8), key=f"tier=gold/{RELEVANCY}"
-    )
+    # the run recorded no mode of its own: the engine's default, as its summaries were made
+    mode = BayesianMode()
+    est = mode.estimate(np.array(scores), np.ones(8), key=f"tier=gold/{RELEVANCY}")
     assert (got["low"], got["high"]) == (est.ci_low, est.ci_high)
-    assert got["low"] <= got["mean"] <= got["high"]
+    assert got["low"] <= got["mean"] <= got["high"] and got["note"] is None
     passed = [s >= 0.5 for s in scores]
     assert got["pass"] == pytest.approx(np.mean(passed))
-    rate = BayesianMode(mc_samples=2000, rng_seed=7).estimate(
-        np.array(passed, dtype=float), np.ones(8), key=f"tier=gold/{RELEVANCY}:pass"
-    )
+    # a pass rate's interval is the mode's rate (a Beta posterior), as in the summaries
+    rate = mode.rate(sum(passed), 8, key=f"tier=gold/{RELEVANCY}:pass")
     assert (got["pass_low"], got["pass_high"]) == (rate.ci_low, rate.ci_high)
+
+
+def _sliced(scores: list[float], mark: float | None = 0.5, config: dict | None = None) -> dict:
+    """The one slice of a run whose cases all share ``meta``, scored ``scores``."""
+    items = [
+        ItemResult(
+            case_id=f"c{i}",
+            metric="m",
+            score=score,
+            success=None if mark is None else score >= mark,
+        )
+        for i, score in enumerate(scores)
+    ]
+    cases = [
+        CaseRecord(case_id=f"c{i}", case=ModelTestCase(input="q", meta={"k": "v"}))
+        for i in range(len(scores))
+    ]
+    run = EvalRun(
+        run_id="r",
+        started_at="",
+        duration_s=0,
+        judge="j",
+        embedder="e",
+        repeats=1,
+        summaries={
+            "m": MetricSummary(
+                metric="m",
+                n=len(scores),
+                n_scored=len(scores),
+                n_failed=0,
+                mean=0.5,
+                threshold=mark,
+            )
+        },
+        accounting={},
+        config=config or {},
+        results=items,
+    ).with_cases(cases)
+    [sliced] = case_table(run, ["m"]).slices["k"]
+    return sliced["metrics"][0]
+
+
+def test_a_slice_never_shows_a_zero_width_interval() -> None:
+    # every item below its pass mark: 0% with the Beta interval, not "0% [0%, 0%]"
+    none_pass = _sliced([0.2, 0.2, 0.2])
+    assert none_pass["pass"] == 0.0 and none_pass["pass_low"] == 0.0
+    assert none_pass["pass_high"] > 0.3
+    # alike scores: no interval from the bootstrap, which only reweights them
+    alike = _sliced([0.2, 0.2, 0.2])
+    assert alike["mean"] == pytest.approx(0.2) and alike["low"] is None and alike["high"] is None
+    assert alike["note"] == "n too small"
+    # alike 0/1 scores are a share: the share's interval
+    hits = _sliced([1.0] * 6)
+    expected = BayesianMode().rate(6, 6, key="k=v/m")
+    assert (hits["low"], hits["high"]) == (expected.ci_low, expected.ci_high)
+    assert hits["high"] - hits["low"] > 0.2
+    # one item: its value and no interval
+    one = _sliced([0.7])
+    assert one["mean"] == pytest.approx(0.7) and one["low"] is None and one["note"] == "n = 1"
+    assert one["pass"] == 1.0 and one["pass_low"] is None and one["pass_note"] == "n = 1"
+
+
+def test_slices_use_the_statistical_mode_the_run_recorded() -> None:
+    scores = [0.1, 0.4, 0.5, 0.9, 0.65]
+    mode = BayesianMode(mc_samples=700, ci_level=0.8, rng_seed=3)
+    got = _sliced(scores, config={"statistical_mode": repr(mode)})
+    est = mode.estimate(np.array(scores), np.ones(5), key="k=v/m")
+    assert (got["low"], got["high"]) == (est.ci_low, est.ci_high)
+    rate = mode.rate(3, 5, key="k=v/m:pass")
+    assert (got["pass_low"], got["pass_high"]) == (rate.ci_low, rate.ci_high)
+    # a frequentist run has no intervals: its slices have none either
+    plain = _sliced(scores, config={"statistical_mode": repr(FrequentistMode())})
+    assert plain["mean"] == pytest.approx(np.mean(scores)) and plain["low"] is None
+    assert plain["pass"] == pytest.approx(0.6) and plain["pass_low"] is None
+    # a mode recorded by a run is rebuilt as it was
+    made = evaluate(
+        [ModelTestCase(input="q", actual_output="a", retrieval_context=["a"])],
+        ["context-similarity"],
+        statistical_mode=mode,
+        cache=False,
+        progress=False,
+    )
+    assert repr(run_mode(made)) == repr(mode)
 
 
 def test_a_meta_field_with_many_values_is_filterable_but_not_sliced() -> None:

@@ -1,16 +1,25 @@
 """A self-contained HTML report of an evaluation run (and optionally a comparison of two).
 
-The page loads nothing from anywhere (see :mod:`~contextlens.report.page`). It shows each
-metric's mean, interval and distribution, its failed items with their reasons and the
-judge's last reply, and a case explorer: every case with its scores, filters by status,
-score range and ``meta`` field, a drill-down of each case (input, output, expected output,
-chunks or turns, ``meta``, each metric's evidence laid over them) built when it is opened,
-and slice tables per ``meta`` value. The rows are one JSON block and each case's drill-down
-another, read on demand, so a report of 10,000 cases opens at once.
+The page loads nothing from anywhere (see :mod:`~contextlens.report.page`). It opens on what
+went wrong: per metric, its mean and pass rate and its worst cases (failures, then the
+lowest scores), one line each with the case's input and answer, each a link that opens the
+case on that metric's evidence. Below come the case table (every case with its input, its
+answer, each metric's score and status, and its ``meta``; sorted by any metric, filtered by
+text, by status (of one metric or any), by score range and by ``meta`` field), the slice
+tables per ``meta`` value, and each metric's section: its interval, distribution, lowest
+scores and failures with their reasons and the judge's last reply.
+
+A case opens as a page of its own, at ``#case=ID`` (``&metric=NAME`` puts that metric's
+evidence first), so a link to it can be shared: its texts and chunks with each metric's
+evidence laid over them (claims marked in the answer and their closest sentence in their
+chunk, each statement's verdict, the chunk's verdict at its rank, its retrieval id and
+whether it is relevant, each side's similarity), then each metric's reason, tables and facts;
+a session shows its turns with their verdicts. The rows are one JSON block and each case's
+drill-down another, read on demand, so a report of 10,000 cases opens at once.
 
 Numbers carry stable attributes for tools and tests: ``data-metric`` / ``data-field`` (and the
 raw value in ``data-value``) in the metric sections, ``data-comparison`` / ``data-field`` in
-the comparison section.
+the comparison section, ``data-worst-case`` on each worst-case link.
 """
 
 from __future__ import annotations
@@ -58,6 +67,11 @@ def render_report(
     levels = [get(summaries.get(n), "ci_level") for n in names]
     level = next((v for v in levels if v), 0.95)
     cases = case_table(run, names, ci_level=level, items=items)
+    for m in metrics:
+        m.worst = cases.worst.get(m.name, [])
+        m.lowest = cases.lowest.get(m.name, [])
+        m.counts = cases.counts.get(m.name, {})
+        m.column = cases.metrics.index(m.name) if m.name in cases.metrics else 0
     config = get(run, "config") or {}
     data = {
         "run_id": run_id,
@@ -73,6 +87,7 @@ def render_report(
     return render_page(
         "report.html.j2",
         scripts=SCRIPTS,
+        wide=True,
         title=title or "contextlens report",
         run_id=run_id,
         run_name=get(config, "name"),
@@ -91,6 +106,7 @@ def render_report(
         results_path=_results_file(out_dir),
         case_metrics=cases.metrics,
         meta_fields=list(cases.meta_fields),
+        n_cases=len(cases.rows),
         slice_fields=list(cases.slices),
         slice_ci=ci_text(level),
         pass_marks={k: f"{v:g}" for k, v in cases.pass_marks.items() if v is not None},

@@ -19,6 +19,7 @@ from functools import cache
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
@@ -26,7 +27,14 @@ from markupsafe import Markup
 from contextlens.files import make_folder, write_text
 from contextlens.report.format import fmt_count, fmt_score
 
-__all__ = ["clean", "render_page", "script_json", "write_page"]
+__all__ = ["case_href", "clean", "render_page", "script_json", "write_page"]
+
+
+def case_href(case_id: Any, metric: Any = None) -> str:
+    """The link that opens a case in the report (``#case=ID``, and ``&metric=NAME`` to open
+    it on that metric's evidence), each part percent-encoded."""
+    href = "#case=" + quote(str(case_id), safe="")
+    return href if metric is None else f"{href}&metric={quote(str(metric), safe='')}"
 
 
 def script_json(data: Any) -> Markup:
@@ -73,6 +81,7 @@ def environment() -> Environment:
     )
     env.filters["score"] = fmt_score
     env.filters["count"] = fmt_count
+    env.filters["case_href"] = case_href
     return env
 
 

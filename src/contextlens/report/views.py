@@ -11,6 +11,7 @@ import numpy as np
 from markupsafe import Markup
 
 from contextlens.engine.accounting import Counts
+from contextlens.report.cases import Worst
 from contextlens.report.format import (
     DASH,
     as_dict,
@@ -94,10 +95,18 @@ class MetricView:
     n_items: int = 0
     failures: list[Row] = field(default_factory=list)
     n_failures: int = 0
+    worst: list[Worst] = field(default_factory=list)
+    lowest: list[Worst] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    column: int = 0  # its column in the case table
 
     @property
     def stat(self) -> dict[str, Stat]:
         return {s.field: s for s in self.stats}
+
+    @property
+    def n_below(self) -> int:
+        return self.counts.get("below", 0)
 
 
 @dataclass
