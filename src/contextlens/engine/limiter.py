@@ -41,7 +41,9 @@ class Ramp:
     up to ``cap``. At each level the first ``level`` calls sent are not timed (they share the
     server with calls of the level below; at one call, the first call warms the server up: a
     model loaded, a prompt cached); the calls sent after them are, and once ``max(3, level)``
-    of those have answered, their median is compared with the fastest level's. More than
+    of those have answered, their median latency is compared with the fastest level's (the
+    judge gives it per completion token where the server counts them, so that a long reply
+    is not taken for a slow server). More than
     ``slowdown`` times slower and the ramp ends at the level below (the server queued what it
     could not serve at once), else it goes on to the next level. A rate limit or a timeout
     ends it at the level below too, and ``cap`` ends it at the latest: ``found`` is then the
@@ -74,12 +76,12 @@ class Ramp:
         self._sent += 1
         return self.level if self._sent > self.level else None
 
-    def answered(self, level: int, seconds: float) -> bool:
-        """A call timed at ``level`` answered after ``seconds``: whether the level changed
-        (or the ramp ended). A call timed at another level than the current one is left out."""
+    def answered(self, level: int, latency: float) -> bool:
+        """A call timed at ``level`` answered with ``latency``: whether the level changed (or
+        the ramp ended). A call timed at another level than the current one is left out."""
         if self.found is not None or level != self.level:
             return False
-        self._times.append(seconds)
+        self._times.append(latency)
         if len(self._times) < max(3, self.level):
             return False
         median = statistics.median(self._times)
@@ -121,7 +123,7 @@ class Limiter:
     to, ``rate_limited`` and ``timeouts`` the rate-limited and timed-out calls it was told of.
 
     While a :class:`Ramp` finds the limit (:attr:`ramp`), the limit is the ramp's level: each
-    call tells :meth:`sent` it is sent and :meth:`answered` how long it took, a rate limit or
+    call tells :meth:`sent` it is sent and :meth:`answered` its latency, a rate limit or
     timeout ends the ramp, and its end makes what it found the limit, adapted from then on.
     """
 
@@ -197,10 +199,11 @@ class Limiter:
         with self._lock:
             return self.ramp.sent() if self.ramp is not None else None
 
-    def answered(self, level: int, seconds: float) -> None:
-        """A call that :meth:`sent` timed at ``level`` answered after ``seconds``."""
+    def answered(self, level: int, latency: float) -> None:
+        """A call that :meth:`sent` timed at ``level`` answered with ``latency`` (see
+        :meth:`Ramp.answered`)."""
         with self._lock:
-            changed = self.ramp is not None and self.ramp.answered(level, seconds)
+            changed = self.ramp is not None and self.ramp.answered(level, latency)
         if changed:
             self._follow_ramp()
 

@@ -254,7 +254,8 @@ class LLMJudge:
             # or may not have reached the server); a refused one is not counted. Under a
             # cost cap, the call's most is reserved before it is sent (CostCapReached when it
             # could pass the cap), and a call that cannot have been billed is charged nothing.
-            # While a ramp finds the limit, the calls it times are timed here, from the send.
+            # While a ramp finds the limit, the calls it times are timed here, from the send
+            # to the reply, per completion token where the server counts them.
             async with self.limiter.slot():
                 with budget.spend(
                     self.backend.price_key, lambda: self._worst(messages, schema)
@@ -298,8 +299,9 @@ class LLMJudge:
                 self.reach.on_answer()
                 self._record(calls=1, usage=reply.usage, seconds=reply.latency, cost=reply.cost)
             self.limiter.on_success()
-            if level is not None:
-                self.limiter.answered(level, took)
+            if level is not None:  # per completion token where counted: a long reply is no slowdown
+                tokens = reply.usage.completion_tokens
+                self.limiter.answered(level, took / tokens if tokens > 0 else took)
                 self._say_limit()
             return reply
 
