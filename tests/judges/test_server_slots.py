@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from contextlens import ModelTestCase, evaluate
 from contextlens.backend import ChatBackend, Completion, Message, Usage
-from contextlens.engine.limiter import DEFAULT_LIMIT, FOUND_BY_RAMP, REPORTED
+from contextlens.engine.limiter import DEFAULT_LIMIT, FOUND_BY_RAMP, REPORTED, limiter_for
 from contextlens.judges import LLMJudge, OpenAICompatBackend, openai_compat
 from contextlens.testing import FakeOpenAIServer
 from support.relevancy import all_relevant
@@ -109,10 +109,12 @@ async def test_a_reported_slot_count_is_used_exactly(via, path):
 
 
 async def test_the_probe_carries_the_judges_credentials():
-    with FakeOpenAIServer(slots=2) as server:
+    with FakeOpenAIServer(slots=2, slots_via="info") as server:
         backend = OpenAICompatBackend("m", base_url=server.base_url, api_key="sk-local")
         assert await backend.server_slots() == 2
         await backend.aclose()
+        assert server.probes == ["/info"]  # after /props and /slots answered 404
+        assert server.probe_headers[0]["Authorization"] == "Bearer sk-local"
 
 
 # --- a probe that fails ---------------------------------------------------------------------
@@ -208,6 +210,19 @@ def test_the_runs_concurrency_and_the_specs_win_over_what_the_server_says_or_a_r
             )  # fmt: skip
         assert run.summaries["context-precision"].n_failed == 0
         assert server.peak_in_flight == 2 and server.probes == []
+
+
+def test_a_run_without_a_concurrency_gets_more_than_one_call_in_flight_on_a_server_of_eight():
+    with FakeOpenAIServer(reply=precision, serves=8, latency=LATENCY) as server:
+        run = evaluate(
+            cases(90), ["context-precision"], judge=f"{server.base_url}#m", cache=False,
+            progress=False,
+        )  # fmt: skip
+        assert run.summaries["context-precision"].n_failed == 0
+        assert server.calls == run.accounting.total.calls == 90
+        assert server.peak_in_flight > 1
+        limiter = limiter_for(OpenAICompatBackend("m", base_url=server.base_url).key)
+        assert (limiter.max_limit, limiter.origin) == (8, FOUND_BY_RAMP)
 
 
 async def test_a_remote_api_keeps_the_engines_default():

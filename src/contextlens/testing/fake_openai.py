@@ -52,7 +52,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["DEFAULT_REPLY", "FAULTS", "FakeOpenAIServer", "estimate_tokens"]
+__all__ = [
+    "DEFAULT_REPLY",
+    "FAULTS",
+    "PROBE_FAULTS",
+    "SLOTS_VIA",
+    "FakeOpenAIServer",
+    "estimate_tokens",
+]
 
 DEFAULT_REPLY = '{"reason": "ok", "score": 1.0}'
 """The assistant content returned when neither ``replies`` nor ``reply`` decide."""
@@ -145,12 +152,10 @@ class _Handler(BaseHTTPRequestHandler):
         if self._route() == "models":
             self._send(200, fake._models_body())
         elif path in SLOTS_VIA.values() and fake.probe_fault is not None:
-            with fake._lock:
-                fake.probes.append(path)
+            fake._probed(path, dict(self.headers))
             self._probe_fault(fake.probe_fault, fake)
         elif fake.slots is not None and path == SLOTS_VIA[fake.slots_via]:
-            with fake._lock:
-                fake.probes.append(path)
+            fake._probed(path, dict(self.headers))
             self._send(200, fake._slots_body())
         else:
             self._send(404, _error_body("not found", "invalid_request_error"))
@@ -303,8 +308,9 @@ class FakeOpenAIServer:
     included), ``embedding_calls``, ``prompt_tokens`` / ``completion_tokens`` (chat, estimated
     by :func:`estimate_tokens`), ``embedding_tokens``, ``status_counts`` (status -> count),
     ``in_flight`` / ``peak_in_flight`` (requests received and not yet answered, queued ones
-    included), ``probes`` (the paths of the slot endpoints asked), and the bounded lists
-    :attr:`requests`, :attr:`request_headers` and :attr:`response_formats`.
+    included), ``probes`` (the paths of the slot endpoints asked) with ``probe_headers``
+    (their headers), and the bounded lists :attr:`requests`, :attr:`request_headers` and
+    :attr:`response_formats`.
     """
 
     def __init__(
@@ -457,6 +463,7 @@ class FakeOpenAIServer:
             self.status_counts: dict[int, int] = {}
             self.peak_in_flight = self.in_flight
             self.probes: list[str] = []
+            self.probe_headers: list[dict[str, str]] = []
             self._requests: deque[dict[str, Any]] = deque(maxlen=_HISTORY)
             self._headers: deque[dict[str, str]] = deque(maxlen=_HISTORY)
             self._response_formats: deque[dict[str, Any]] = deque(maxlen=_HISTORY)
@@ -524,6 +531,11 @@ class FakeOpenAIServer:
         with self._lock:
             self.status_counts[status] = self.status_counts.get(status, 0) + 1
         return status, payload, extra
+
+    def _probed(self, path: str, headers: dict[str, str]) -> None:
+        with self._lock:
+            self.probes.append(path)
+            self.probe_headers.append(headers)
 
     def _slots_body(self) -> Any:
         """``slots`` as the server of ``slots_via`` reports it."""
