@@ -223,13 +223,13 @@ def test_calibrate_scores_each_row_as_run_scores_it(tmp_path, run_cli):
 
 
 def test_calibrate_runs_a_local_server_as_evaluate_does(tmp_path):
-    """A server on this machine that reports no slots is asked one call at a time, through
+    """A server on this machine is asked as many calls at once as it reports slots, through
     calibrate as through evaluate."""
     labelled = [{**r, "label": i % 2} for i, r in enumerate(ROWS * 3)]
     labelled = [{**r, "id": f"{r['id']}-{i}"} for i, r in enumerate(labelled)]
     peaks = {}
     for how in ("evaluate", "calibrate"):
-        with FakeOpenAIServer(reply=verdict, latency=0.05) as server:
+        with FakeOpenAIServer(reply=verdict, latency=0.05, slots=2) as server:
             judge = f"{server.base_url}#judge"
             if how == "evaluate":
                 cases = [
@@ -240,7 +240,7 @@ def test_calibrate_runs_a_local_server_as_evaluate_does(tmp_path):
                 calibrate(labelled, "context-precision", judge=judge, cache=False, progress=False)
             peaks[how] = server.peak_in_flight
             assert server.calls == len(labelled)
-    assert peaks == {"evaluate": 1, "calibrate": 1}
+    assert peaks == {"evaluate": 2, "calibrate": 2}
 
 
 # --- one run configuration ------------------------------------------------------------------

@@ -259,15 +259,23 @@ def test_thresholds_and_pass_rates_mean_the_same_for_every_metric(run_cli, tmp_p
     assert all(r.status == "below" for r in run.results)
 
 
-def test_a_local_judge_asked_one_call_at_a_time_says_so_once(run_cli, tmp_path):
-    cases = write(tmp_path / "cases.jsonl", rows(3))
-    with FakeOpenAIServer(reply=verdicts) as server, warnings.catch_warnings():
+def test_a_local_judge_that_does_not_say_its_slots_is_ramped_and_the_run_says_so_once(
+    run_cli, tmp_path
+):
+    cases = write(tmp_path / "cases.jsonl", rows(30))
+    with (
+        FakeOpenAIServer(reply=verdicts, serves=2, latency=0.15) as server,
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("default", UserWarning)  # the suite's filter hides it
         code, text = run_cli("run", cases, "-m", "context-precision", "--judge",
                              f"{server.base_url}#m", "--no-store", "-q")  # fmt: skip
     assert code == 0, text
-    notes = [x for x in text.splitlines() if "one call at a time" in x]
-    assert len(notes) == 1 and "--concurrency" in notes[0]
+    notes = [x for x in text.splitlines() if "at a time" in x]
+    assert len(notes) == 1 and notes[0].startswith("note: ")
+    assert "is asked 2 calls at a time: found by a ramp" in notes[0]
+    assert "--concurrency" in notes[0]
+    assert server.peak_in_flight > 2  # it was tried with more, and they were slower
 
 
 @pytest.mark.parametrize("kind", ["csv", "jsonl", "parquet"])

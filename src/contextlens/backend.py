@@ -153,11 +153,14 @@ class ChatBackend(ABC):
             ``"off"``; without a format negotiation, ``use_structured_output``). A reply that
             says otherwise (:class:`Completion`) wins.
         concurrency: its slots, the calls in flight at most (None: the engine's default, or
-            what a local server reports). A run that sets a bound of its own uses that.
+            for a local server what it reports, else what a ramp finds). A run that sets a
+            bound of its own uses that.
         timeout: seconds per call, used unless the judge was given a retry policy (None: the
             policy's).
-        local: a server on this machine or network: one call at a time unless
-            :meth:`server_slots` reports more.
+        local: a server on this machine or network: asked as many calls at once as
+            :meth:`server_slots` reports, else as many as a ramp over the first calls finds
+            it serves without slowing down (one at first, doubled up to the engine's
+            default of 16).
         max_tokens: the completion tokens a call may take (None: sized from the reply
             schema).
         price_key: the model name the price table reads its calls' cost by (default
@@ -165,7 +168,8 @@ class ChatBackend(ABC):
         user_object: it calls an object the user made, whose exceptions are the user's.
         preflight: raises :class:`JudgeNotReady` when no call could succeed (a key that is
             not set); called before a run's first call.
-        server_slots: how many calls a local server serves at once, when it says.
+        server_slots: how many calls a local server serves at once, when it says (asked
+            once, before the first call; an exception is taken for "it does not say").
 
     :meth:`complete` raises :class:`RateLimited`, :class:`TransientError` or
     :class:`FatalError` (see the module docstring); it never sleeps or retries.

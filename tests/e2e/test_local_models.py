@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from contextlens import evaluate
-from contextlens.engine.limiter import limiter_for
+from contextlens.engine.limiter import FOUND_BY_RAMP, limiter_for
 from contextlens.judges import LiteLLMBackend
 from contextlens.judges.openai_compat import OpenAICompatBackend
 from contextlens.schemas import Batch, Dataset, ModelTestCase
@@ -109,9 +109,11 @@ def test_the_llama_cpp_server_judges_every_metric_with_constrained_json(
     assert_all_judged(first)
     # llama-cpp-python refuses OpenAI's json_schema; its own json_object + schema is taken
     assert backend.formats.current == "json_object"
-    # one call at a time (the server reports no slots), and none timed out
+    # the server reports no slots and serves one call at a time, which a ramp finds (two at
+    # once are each about twice as slow per token); none timed out
     limiter = limiter_for(backend.key)
-    assert (limiter.peak, limiter.timeouts) == (1, 0)
+    assert limiter.peak <= 2 and limiter.timeouts == 0
+    assert limiter.ramping or (limiter.max_limit, limiter.origin) == (1, FOUND_BY_RAMP)
     calls = totals(first, "calls")
     assert calls >= 2 + 2 + 2  # one per case and interaction, plus the refused format
     # tokens as the server counted them, each reply within the budget sized from its schema

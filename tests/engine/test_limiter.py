@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from contextlens.engine.limiter import Limiter, limiter_for
+from contextlens.engine.limiter import FOUND_BY_RAMP, RAMPING, Limiter, Ramp, limiter_for
 
 
 async def test_never_more_than_the_limit_in_flight() -> None:
@@ -158,3 +158,84 @@ async def test_the_limit_is_settled_once_before_the_first_call() -> None:
 
     await asyncio.gather(*(limiter.settle(find) for _ in range(5)))
     assert (probes, limiter.max_limit, limiter.origin) == (1, 2, "2 slot(s) reported by the server")
+
+
+# --- the ramp -------------------------------------------------------------------------------
+
+
+def run_level(ramp: Ramp, seconds: float) -> bool:
+    """Send and answer one level's calls, each taking ``seconds``: whether it changed."""
+    level, timed = ramp.level, []
+    for _ in range(level + max(3, level)):
+        at = ramp.sent()
+        if at is not None:
+            timed.append(at)
+    assert len(timed) == max(3, level) and set(timed) == {level}
+    return any([ramp.answered(at, seconds) for at in timed])
+
+
+def test_a_ramp_doubles_while_the_calls_keep_their_speed_and_ends_below_a_slowdown() -> None:
+    ramp = Ramp(16)
+    for level, seconds in ((1, 0.10), (2, 0.11), (4, 0.10), (8, 0.12)):
+        assert ramp.level == level and ramp.found is None
+        assert run_level(ramp, seconds)
+    assert ramp.level == 16
+    assert run_level(ramp, 0.20)  # 16 at once: twice as slow as the fastest level
+    assert (ramp.found, ramp.level) == (8, 8)
+    assert "16 at once were 2.0x slower than 8" in ramp.reason
+    assert ramp.sent() is None and not ramp.answered(8, 0.1)  # it is over
+
+
+def test_a_ramp_leaves_out_the_first_calls_of_a_level_and_calls_of_another() -> None:
+    ramp = Ramp(4)
+    assert ramp.sent() is None  # the first call warms the server up: not timed
+    assert [ramp.sent(), ramp.sent(), ramp.sent()] == [1, 1, 1]
+    assert not ramp.answered(1, 9.0) and not ramp.answered(1, 0.1)
+    assert ramp.answered(1, 0.1) and ramp.level == 2  # the median: one slow call is no slowdown
+    assert [ramp.sent(), ramp.sent(), ramp.sent()] == [None, None, 2]  # 2 fill the server
+    assert not ramp.answered(1, 0.1)  # a call timed at the level below
+    assert not ramp.answered(2, 0.1) and not ramp.answered(2, 0.5) and ramp.answered(2, 0.1)
+    assert ramp.level == 4 and run_level(ramp, 0.1)
+    assert ramp.found == 4 and "up to 4 at once" in ramp.reason  # its cap
+
+
+@pytest.mark.parametrize(("at", "found"), [(1, 1), (2, 1), (8, 4)])
+def test_an_overload_ends_a_ramp_at_the_level_below(at: int, found: int) -> None:
+    ramp = Ramp(16)
+    while ramp.level < at:
+        run_level(ramp, 0.1)
+    assert ramp.overloaded("a rate limit")
+    assert (ramp.found, ramp.reason) == (found, f"a rate limit at {at} at once")
+    assert not ramp.overloaded("a timeout")
+
+
+def test_a_ramp_is_the_limit_of_its_limiter_until_it_ends() -> None:
+    limiter = Limiter(16)
+
+    async def find() -> Ramp:
+        return Ramp(16)
+
+    asyncio.run(limiter.settle(find))
+    assert (limiter.origin, limiter.max_limit, limiter.ramping) == (RAMPING, 1, True)
+    for level in (1, 2, 4):
+        timed = [t for t in (limiter.sent() for _ in range(level + max(3, level))) if t is not None]
+        for t in timed:
+            limiter.answered(t, 0.1)
+        assert limiter.max_limit == 2 * level
+    limiter.on_rate_limited()  # at 8 at once: the ramp ends at 4, no further back-off
+    assert (limiter.origin, limiter.max_limit, limiter.limit, limiter.ramping) == (
+        FOUND_BY_RAMP,
+        4,
+        4,
+        False,
+    )
+    assert limiter.rate_limited == 1 and limiter.sent() is None
+    limiter.on_rate_limited()  # from now on the limit adapts as any other
+    assert limiter.limit == 2
+
+
+def test_a_ramp_refuses_a_cap_below_one_or_a_slowdown_that_is_no_slowdown() -> None:
+    with pytest.raises(ValueError, match="cap"):
+        Ramp(0)
+    with pytest.raises(ValueError, match="slowdown"):
+        Ramp(8, slowdown=1.0)

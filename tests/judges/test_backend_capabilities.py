@@ -68,7 +68,7 @@ class LocalReporting(Answering):
     local = True
 
     def __init__(self, slots: int | None) -> None:
-        super().__init__(delay=0.02)
+        super().__init__(delay=0.05)
         self.slots = slots
 
     async def server_slots(self) -> int | None:
@@ -101,12 +101,15 @@ async def test_a_backend_declaring_four_slots_gets_four_calls_in_flight():
     assert unbounded.peak == 16
 
 
-@pytest.mark.parametrize(("slots", "most"), [(3, 3), (None, 1)])
-async def test_a_local_backend_takes_the_slots_it_reports_else_one(slots, most):
-    backend = LocalReporting(slots)
+@pytest.mark.parametrize(("slots", "most", "origin"), [(3, 3, "reported"), (None, 16, "found")])
+async def test_a_local_backend_takes_the_slots_it_reports_else_what_a_ramp_finds(
+    slots, most, origin
+):
+    backend = LocalReporting(slots)  # it serves any number at once, at the same speed
     judge = LLMJudge(backend)
-    await asyncio.gather(*(judge.judge(MSGS, Scored) for _ in range(8)))
+    await asyncio.gather(*(judge.judge(MSGS, Scored) for _ in range(80)))
     assert (backend.peak, judge.limiter.max_limit) == (most, most)
+    assert judge.limiter.origin.startswith(origin)
 
 
 # --- timeout --------------------------------------------------------------------------------

@@ -158,6 +158,63 @@ def test_latency_and_peak_in_flight() -> None:
         assert server.in_flight == 0
 
 
+def test_a_server_serving_two_at_once_queues_the_others_in_order() -> None:
+    with FakeOpenAIServer(latency=0.3, serves=2) as server:
+        base_url = server.base_url
+        client = httpx.Client(limits=httpx.Limits(max_connections=6))
+
+        def timed(_: int) -> float:
+            started = time.perf_counter()
+            assert chat(client, base_url).status_code == 200
+            return time.perf_counter() - started
+
+        with client, ThreadPoolExecutor(6) as pool:
+            took = sorted(pool.map(timed, range(6)))
+    # two at a time: 0.3 s, 0.6 s and 0.9 s, two calls each
+    assert [round(t / 0.3) for t in took] == [1, 1, 2, 2, 3, 3]
+    assert server.peak_in_flight == 6 and server.in_flight == 0
+
+
+@pytest.mark.parametrize(
+    ("via", "path", "body"),
+    [
+        ("props", "/props", {"total_slots": 3, "model_path": "/models/fake-model.gguf"}),
+        ("info", "/info", {"model_id": "fake-model", "max_concurrent_requests": 3,
+                           "router": "text-generation-router"}),
+    ],
+)  # fmt: skip
+def test_the_slot_count_is_reported_as_the_server_of_slots_via_does(via, path, body) -> None:
+    with FakeOpenAIServer(slots=3, slots_via=via) as server, httpx.Client() as client:
+        root = server.base_url.removesuffix("/v1")
+        assert client.get(f"{root}{path}").json() == body
+        others = [p for p in ("/props", "/slots", "/info") if p != path]
+        assert [client.get(f"{root}{p}").status_code for p in others] == [404, 404]
+        assert server.probes == [path]
+    with FakeOpenAIServer(slots=2, slots_via="slots") as server, httpx.Client() as client:
+        slots = client.get(server.base_url.removesuffix("/v1") + "/slots").json()
+        assert [slot["id"] for slot in slots] == [0, 1]
+
+
+def test_a_probe_fault_fails_every_slot_endpoint() -> None:
+    with FakeOpenAIServer(slots=3, probe_fault="500") as server, httpx.Client() as client:
+        root = server.base_url.removesuffix("/v1")
+        assert [client.get(f"{root}{p}").status_code for p in ("/props", "/info")] == [500, 500]
+    with FakeOpenAIServer(probe_fault="garbage") as server, httpx.Client() as client:
+        response = client.get(server.base_url.removesuffix("/v1") + "/slots")
+        assert response.status_code == 200
+        with pytest.raises(json.JSONDecodeError):
+            response.json()
+    with (
+        FakeOpenAIServer(probe_fault="hang", hang_time=5) as server,
+        httpx.Client() as client,
+        pytest.raises(httpx.ReadTimeout),
+    ):
+        client.get(server.base_url.removesuffix("/v1") + "/props", timeout=0.3)
+    for bad in ({"slots_via": "metrics"}, {"probe_fault": "slow"}, {"serves": 0}):
+        with pytest.raises(ValueError):
+            FakeOpenAIServer(**bad)
+
+
 def test_max_in_flight_rejects_the_excess_with_429() -> None:
     with FakeOpenAIServer(latency=0.1, max_in_flight=3, retry_after=2) as server:
         base_url = server.base_url

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import time
 import warnings
 from collections.abc import Awaitable, Sequence
 from dataclasses import replace
@@ -30,7 +31,14 @@ from contextlens.backend import (
 )
 from contextlens.engine import accounting, budget
 from contextlens.engine.cache import Cache, NullCache, current_repeat
-from contextlens.engine.limiter import Limiter, limiter_for
+from contextlens.engine.limiter import (
+    DEFAULT_LIMIT,
+    FOUND_BY_RAMP,
+    REPORTED,
+    Limiter,
+    Ramp,
+    limiter_for,
+)
 from contextlens.engine.reach import JudgeUnreachable, reach_for
 from contextlens.engine.retry import RetryPolicy, call_with_retry, within
 from contextlens.engine.tokens import BYTES, CHARS, counter_for
@@ -49,8 +57,6 @@ from contextlens.redact import logger
 
 T = TypeVar("T", bound=BaseModel)
 
-#: Where the limit of a local server that reports no slots comes from.
-ONE_AT_A_TIME = "a local server that does not report its slots: one call at a time"
 _said: set[str] = set()
 
 
@@ -59,7 +65,7 @@ def _say_once(key: str, text: str) -> None:
     if key not in _said:
         _said.add(key)
         log.info("%s", text)
-        warnings.warn(text, UserWarning, stacklevel=3)
+        warnings.warn(text, UserWarning, stacklevel=4)
 
 
 log = logger("contextlens.judge")
@@ -152,15 +158,41 @@ class LLMJudge:
             return None
         return self.cache.get_completion(self._cache_key(list(messages), schema))
 
-    async def _find_limit(self) -> tuple[int, str] | None:
-        """The limit a server reports (llama.cpp's slots), else one call at a time for a
-        local server that does not say; None for a remote API (the engine's default)."""
-        slots = await self.backend.server_slots()
+    async def _find_limit(self) -> tuple[int, str] | Ramp | None:
+        """The limit a server reports (llama.cpp's slots, TGI's concurrent requests), else a
+        :class:`~contextlens.engine.limiter.Ramp` for a local server that does not say (up to
+        the engine's default); None for a remote API (the engine's default). A probe that
+        fails is a server that did not say."""
+        try:
+            slots = await self.backend.server_slots()
+        except Exception as exc:  # a user's backend's probe: it never fails the run
+            log.info("%s: asking its slots failed: %s: %s", self.name, type(exc).__name__, exc)
+            slots = None
         if slots:
-            return slots, f"{slots} slot(s) reported by the server"
+            return slots, REPORTED
         if self.backend.local:
-            return 1, ONE_AT_A_TIME
+            return Ramp(DEFAULT_LIMIT)
         return None
+
+    def _say_limit(self) -> None:
+        """Say once what the limit of a local server is and how it was found, when the server
+        reported it or a ramp has found it."""
+        limiter = self.limiter
+        if limiter.origin == REPORTED:
+            how = REPORTED
+        elif limiter.origin == FOUND_BY_RAMP and limiter.ramp is not None:
+            how = (
+                f"{FOUND_BY_RAMP} ({limiter.ramp.reason}); if it serves more, say so with "
+                "--concurrency N (or ?concurrency=N on the judge spec, max_concurrency= in "
+                "Python)"
+            )
+        else:
+            return
+        n = limiter.max_limit
+        calls = "one call" if n == 1 else f"{n} calls"
+        _say_once(
+            self.backend.key, f"the judge {self.backend.key} is asked {calls} at a time: {how}"
+        )
 
     def _worst(self, messages: Sequence[Message], schema: type[BaseModel]) -> Usage:
         """The most a call could use: its prompt (the model's tokenizer with a margin where
@@ -210,14 +242,7 @@ class LLMJudge:
 
         if self.limiter.origin is None:
             await self.limiter.settle(self._find_limit)
-            if self.limiter.origin == ONE_AT_A_TIME:
-                _say_once(
-                    self.backend.key,
-                    f"the judge {self.backend.key} is asked one call at a time: it is a server "
-                    "on this machine or network that does not report how many it serves at "
-                    "once; if it serves more, say so with --concurrency N (or ?concurrency=N "
-                    "on the judge spec, max_concurrency= in Python)",
-                )
+            self._say_limit()
 
         def send() -> Awaitable[Completion]:
             return self.backend.complete(messages, schema=schema)
@@ -229,15 +254,20 @@ class LLMJudge:
             # or may not have reached the server); a refused one is not counted. Under a
             # cost cap, the call's most is reserved before it is sent (CostCapReached when it
             # could pass the cap), and a call that cannot have been billed is charged nothing.
+            # While a ramp finds the limit, the calls it times are timed here, from the send
+            # to the reply, per completion token where the server counts them.
             async with self.limiter.slot():
                 with budget.spend(
                     self.backend.price_key, lambda: self._worst(messages, schema)
                 ) as cost:
+                    level = self.limiter.sent()
+                    sent_at = time.perf_counter()
                     try:
                         reply = await (within(send, timeout) if timeout else send())
                     except RateLimited:
                         self.reach.on_answer()
                         self.limiter.on_rate_limited()
+                        self._say_limit()
                         self._record(calls=1)
                         cost.release()
                         raise
@@ -249,6 +279,7 @@ class LLMJudge:
                         raise
                     except BackendTimeout as exc:  # the server is slower than its load: ease off
                         self.limiter.on_timeout()
+                        self._say_limit()
                         self._record(calls=1)
                         self.reach.on_timeout(
                             str(exc), self.backend.key
@@ -263,10 +294,15 @@ class LLMJudge:
                     except BaseException:  # a cancellation, or a backend's own exception
                         self._record(calls=1)
                         raise
+                    took = time.perf_counter() - sent_at
                     cost.charge(reply.usage, reply.cost)
                 self.reach.on_answer()
                 self._record(calls=1, usage=reply.usage, seconds=reply.latency, cost=reply.cost)
             self.limiter.on_success()
+            if level is not None:  # per completion token where counted: a long reply is no slowdown
+                tokens = reply.usage.completion_tokens
+                self.limiter.answered(level, took / tokens if tokens > 0 else took)
+                self._say_limit()
             return reply
 
         def on_retry(exc: BaseException, wait: float) -> None:

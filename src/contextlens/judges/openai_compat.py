@@ -36,7 +36,7 @@ from contextlens.backend import (
 )
 from contextlens.judges.formats import FormatNegotiation
 from contextlens.judges.spec import JudgeSpec, backend_kind
-from contextlens.redact import redact, register_secret
+from contextlens.redact import logger, redact, register_secret
 from contextlens.sync import PerLoop
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAICompatBackend", "is_local"]
@@ -50,8 +50,13 @@ DEFAULT_TIMEOUT, LOCAL_TIMEOUT = 60.0, 300.0
 DEFAULT_MAX_REPLY_BYTES = 4_000_000
 #: Token counts a server may report for one call; larger ones (or negative) are not believed.
 MAX_REPORTED_TOKENS = 10_000_000
+#: Seconds that asking a local server how many requests it serves at once may take in all,
+#: the most of each reply read, and the largest count believed.
+PROBE_TIMEOUT, PROBE_MAX_BYTES, MAX_REPORTED_SLOTS = 3.0, 1_000_000, 4096
 _MAX_ERROR_CHARS = 300
 _READ_CHUNK = 65_536
+
+log = logger("contextlens.judge")
 
 
 class _LoopSession:
@@ -113,8 +118,8 @@ class OpenAICompatBackend(ChatBackend):
             ``"off"``: see :mod:`contextlens.judges.formats`. ``use_structured_output``
             (True/False) is the older switch: True is ``"auto"``, False ``"off"``.
         concurrency: calls in flight at most; ``None`` takes what a local server reports
-            (llama.cpp's ``/props`` slots), else one at a time for a local server and the
-            engine's default for a remote one.
+            (:meth:`server_slots`), else what a ramp over the first calls finds for a local
+            server, and the engine's default for a remote one.
         extra_body: merged into every request body last (so it may override fields).
         headers: extra HTTP headers.
         max_reply_bytes: the largest reply read (as sent, and as decoded); a larger one is an
@@ -203,24 +208,55 @@ class OpenAICompatBackend(ChatBackend):
             )
 
     async def server_slots(self) -> int | None:
-        """How many requests a local server serves at once, where it says so (llama.cpp's
-        ``GET /props``: ``total_slots``); None for a remote server or one that does not."""
+        """How many requests a local server serves at once, where it says so; None for a
+        remote server, or one that does not say within :data:`PROBE_TIMEOUT` seconds.
+
+        Asked in turn, under the server's root: llama.cpp's ``GET /props`` (``total_slots``,
+        its ``--parallel``), its ``GET /slots`` (one entry per slot), then TGI's ``GET /info``
+        (``max_concurrent_requests``, beyond which it refuses requests). vLLM and Ollama do
+        not say over HTTP (vLLM's ``/metrics`` has no ``max_num_seqs``, Ollama's
+        ``OLLAMA_NUM_PARALLEL`` is not in ``/api/ps`` or ``/api/show``): None. A probe that
+        fails, answers an error or something unreadable is a server that did not say.
+        """
         if not self.local:
             return None
+        try:
+            return await asyncio.wait_for(self._ask_slots(), PROBE_TIMEOUT)
+        except asyncio.TimeoutError:
+            log.debug("%s: no slot count within %gs", self.base_url, PROBE_TIMEOUT)
+            return None
+
+    async def _ask_slots(self) -> int | None:
         opened = await self._sessions.get().ready()
+        for path, read in _SLOT_PROBES:
+            data = await self._probe(opened, endpoint(self.base_url, path, root=True))
+            slots = read(data)
+            if slots is not None:
+                log.debug("%s: %d slot(s), from GET %s", self.base_url, slots, path)
+                return slots
+        return None
+
+    async def _probe(self, opened: _LoopSession, url: str) -> Any:
+        """The JSON a GET of ``url`` answers with 200, else None (never raises)."""
         try:
             async with opened.session.get(
-                endpoint(self.base_url, "/props", root=True),
+                url,
                 headers=self._request_headers(),
+                proxy=opened.proxy,
                 allow_redirects=False,
             ) as response:
                 if response.status != 200:
                     return None
-                data = json.loads(await response.read())
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+                if (response.content_length or 0) > PROBE_MAX_BYTES:
+                    return None
+                body = bytearray()
+                async for chunk in response.content.iter_chunked(_READ_CHUNK):
+                    body += chunk
+                    if len(body) > PROBE_MAX_BYTES:
+                        return None
+            return json.loads(body)
+        except (aiohttp.ClientError, ValueError, RecursionError, UnicodeDecodeError):
             return None
-        slots = data.get("total_slots") if isinstance(data, dict) else None
-        return slots if isinstance(slots, int) and slots > 0 else None
 
     @property
     def key(self) -> str:
@@ -363,6 +399,35 @@ class OpenAICompatBackend(ChatBackend):
         refusal = message.get("refusal") if isinstance(message, dict) else None
         detail = f"refusal: {refusal!r}" if refusal else f"message: {message!r}"
         raise FatalError(self._redact(f"reply has no text content ({detail})"))
+
+
+def _slots(value: Any) -> int | None:
+    """``value`` when it is a believable slot count: a whole number in [1,
+    :data:`MAX_REPORTED_SLOTS`] (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1 <= value <= MAX_REPORTED_SLOTS else None
+
+
+def _props_slots(data: Any) -> int | None:
+    """llama.cpp's ``GET /props``: ``total_slots``."""
+    return _slots(data.get("total_slots")) if isinstance(data, dict) else None
+
+
+def _slot_list(data: Any) -> int | None:
+    """llama.cpp's ``GET /slots``: a list with one object per slot."""
+    if not isinstance(data, list) or not all(isinstance(slot, dict) for slot in data):
+        return None
+    return _slots(len(data))
+
+
+def _tgi_slots(data: Any) -> int | None:
+    """TGI's ``GET /info``: ``max_concurrent_requests``."""
+    return _slots(data.get("max_concurrent_requests")) if isinstance(data, dict) else None
+
+
+#: Where local servers say how many requests they serve at once, in the order asked.
+_SLOT_PROBES = (("/props", _props_slots), ("/slots", _slot_list), ("/info", _tgi_slots))
 
 
 def _without_credentials(url: str) -> tuple[str, aiohttp.BasicAuth | None]:

@@ -6,7 +6,14 @@ Endpoints (each also answered without the ``/v1`` prefix):
   (consumed in order) then ``reply(request_json)``;
 * ``POST /v1/embeddings`` - deterministic pseudo-embeddings (hash-seeded, unit length);
 * ``GET /v1/models`` - one model;
-* ``GET /props`` - llama.cpp's server properties (``total_slots``) when ``slots`` is set.
+* when ``slots`` is set, the count as one kind of server reports it (``slots_via``):
+  llama.cpp's ``GET /props`` (``total_slots``), llama.cpp's ``GET /slots`` (one entry per
+  slot) or TGI's ``GET /info`` (``max_concurrent_requests``); ``probe_fault`` makes those
+  endpoints fail instead.
+
+``serves`` is how many chat or embeddings requests the server works on at once: the others
+wait their turn, in order of arrival, and their ``latency`` runs from when their turn comes,
+so a call's latency grows when more are in flight than the server serves.
 
 ``formats`` lists the ``response_format`` types the server accepts; a chat request with
 another is answered 500 with the message llama-cpp-python's server gives ("response_format:
@@ -45,13 +52,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["DEFAULT_REPLY", "FAULTS", "FakeOpenAIServer", "estimate_tokens"]
+__all__ = [
+    "DEFAULT_REPLY",
+    "FAULTS",
+    "PROBE_FAULTS",
+    "SLOTS_VIA",
+    "FakeOpenAIServer",
+    "estimate_tokens",
+]
 
 DEFAULT_REPLY = '{"reason": "ok", "score": 1.0}'
 """The assistant content returned when neither ``replies`` nor ``reply`` decide."""
 
 FAULTS = ("ok", "429", "500", "503", "timeout", "truncated", "garbage")
 """The fault names ``script`` accepts."""
+
+SLOTS_VIA = {"props": "/props", "slots": "/slots", "info": "/info"}
+"""Where ``slots`` is reported (``slots_via``), and its path."""
+
+PROBE_FAULTS = ("500", "garbage", "hang")
+"""How the slot endpoints fail (``probe_fault``): an error status, a 200 reply that is not
+JSON, or no reply for ``hang_time`` seconds."""
 
 GARBAGE = "Sorry, I can't answer that in the requested format."
 _HISTORY = 10_000
@@ -127,12 +148,34 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         fake = self.server.fake
+        path = self.path.split("?", 1)[0].rstrip("/")
         if self._route() == "models":
             self._send(200, fake._models_body())
-        elif self.path.rstrip("/") == "/props" and fake.slots is not None:
-            self._send(200, {"total_slots": fake.slots})
+        elif path in SLOTS_VIA.values() and fake.probe_fault is not None:
+            fake._probed(path, dict(self.headers))
+            self._probe_fault(fake.probe_fault, fake)
+        elif fake.slots is not None and path == SLOTS_VIA[fake.slots_via]:
+            fake._probed(path, dict(self.headers))
+            self._send(200, fake._slots_body())
         else:
             self._send(404, _error_body("not found", "invalid_request_error"))
+
+    def _probe_fault(self, fault: str, fake: FakeOpenAIServer) -> None:
+        if fault == "500":
+            self._send(500, _error_body("internal server error (injected)", "server_error"))
+            return
+        if fault == "hang":
+            fake._stopping.wait(fake.hang_time)
+        data = b"<html>not json</html>"
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:  # the client hung up (e.g. after its own timeout)
+            self.close_connection = True
 
     def do_POST(self) -> None:
         route = self._route()
@@ -188,6 +231,42 @@ def _error_body(message: str, kind: str, code: str | None = None) -> dict[str, A
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
+class _Turns:
+    """At most ``serves`` requests worked on at once (None: all); the others wait, first come
+    first served."""
+
+    def __init__(self, serves: int | None) -> None:
+        self.serves = serves
+        self._busy = 0
+        self._queue: deque[int] = deque()
+        self._next = 0
+        self._cond = threading.Condition()
+
+    def wait(self, stopping: threading.Event) -> bool:
+        """Wait for a turn; whether one was taken (False: no limit, or the server stopped)."""
+        if self.serves is None:
+            return False
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            self._queue.append(ticket)
+            while self._queue[0] != ticket or self._busy >= self.serves:
+                if stopping.is_set():
+                    self._queue.remove(ticket)
+                    self._cond.notify_all()
+                    return False
+                self._cond.wait(0.05)
+            self._queue.popleft()
+            self._busy += 1
+            self._cond.notify_all()
+            return True
+
+    def done(self) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
+
+
 class FakeOpenAIServer:
     """A threaded OpenAI-compatible HTTP server on 127.0.0.1 with latency, faults and counters.
 
@@ -216,14 +295,22 @@ class FakeOpenAIServer:
         embedding_dim: length of the embedding vectors.
         port: 0 picks a free port.
         formats: the ``response_format`` types accepted (``"text"`` is a request without one).
-        slots: what ``GET /props`` reports as ``total_slots`` (None: 404, as a server
-            without that endpoint).
+        slots: the requests the server says it serves at once (None: it does not say; its
+            slot endpoints answer 404, as a server without them).
+        slots_via: where it says so, as which server: ``"props"`` (llama.cpp's ``GET
+            /props``, ``total_slots``), ``"slots"`` (llama.cpp's ``GET /slots``, one entry
+            per slot) or ``"info"`` (TGI's ``GET /info``, ``max_concurrent_requests``).
+        probe_fault: one of :data:`PROBE_FAULTS`: every slot endpoint fails that way.
+        serves: the chat and embeddings requests worked on at once (None: all); the others
+            queue, in order of arrival, their ``latency`` starting when their turn comes.
 
     Counters (all reset by :meth:`reset`): ``calls`` (chat requests received, rejected ones
     included), ``embedding_calls``, ``prompt_tokens`` / ``completion_tokens`` (chat, estimated
     by :func:`estimate_tokens`), ``embedding_tokens``, ``status_counts`` (status -> count),
-    ``in_flight`` / ``peak_in_flight``, and the bounded lists :attr:`requests`,
-    :attr:`request_headers` and :attr:`response_formats`.
+    ``in_flight`` / ``peak_in_flight`` (requests received and not yet answered, queued ones
+    included), ``probes`` (the paths of the slot endpoints asked) with ``probe_headers``
+    (their headers), and the bounded lists :attr:`requests`, :attr:`request_headers` and
+    :attr:`response_formats`.
     """
 
     def __init__(
@@ -249,6 +336,9 @@ class FakeOpenAIServer:
         port: int = 0,
         formats: tuple[str, ...] = ("text", "json_object", "json_schema"),
         slots: int | None = None,
+        slots_via: str = "props",
+        probe_fault: str | None = None,
+        serves: int | None = None,
     ) -> None:
         rates = (
             fail_429_rate,
@@ -263,6 +353,12 @@ class FakeOpenAIServer:
         unknown = [name for name in script or [] if name not in FAULTS]
         if unknown:
             raise ValueError(f"unknown fault names {unknown}; use {FAULTS}")
+        if slots_via not in SLOTS_VIA:
+            raise ValueError(f"slots_via must be one of {sorted(SLOTS_VIA)}, got {slots_via!r}")
+        if probe_fault is not None and probe_fault not in PROBE_FAULTS:
+            raise ValueError(f"probe_fault must be one of {PROBE_FAULTS}, got {probe_fault!r}")
+        if serves is not None and serves < 1:
+            raise ValueError(f"serves must be >= 1, got {serves}")
         self.latency = latency
         self.max_in_flight = max_in_flight
         self.reply = reply
@@ -283,7 +379,11 @@ class FakeOpenAIServer:
         self.port = port
         self.formats = formats
         self.slots = slots
+        self.slots_via = slots_via
+        self.probe_fault = probe_fault
+        self.serves = serves
         self._lock = threading.Lock()
+        self._turns = _Turns(serves)
         self._stopping = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -362,6 +462,8 @@ class FakeOpenAIServer:
             self.embedding_tokens = 0
             self.status_counts: dict[int, int] = {}
             self.peak_in_flight = self.in_flight
+            self.probes: list[str] = []
+            self.probe_headers: list[dict[str, str]] = []
             self._requests: deque[dict[str, Any]] = deque(maxlen=_HISTORY)
             self._headers: deque[dict[str, str]] = deque(maxlen=_HISTORY)
             self._response_formats: deque[dict[str, Any]] = deque(maxlen=_HISTORY)
@@ -389,7 +491,6 @@ class FakeOpenAIServer:
     def _handle(
         self, route: str, body: dict[str, Any], headers: dict[str, str]
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        due = time.monotonic() + self.latency  # the reply leaves `latency` after arrival
         with self._lock:
             self._requests.append(body)
             self._headers.append(headers)
@@ -404,7 +505,11 @@ class FakeOpenAIServer:
                     self._response_formats.append(fmt)
             else:
                 self.embedding_calls += 1
+        served = False
         try:
+            if not over:  # its turn, then the reply leaves `latency` after it
+                served = self._turns.wait(self._stopping)
+            due = time.monotonic() + self.latency
             if over:
                 status, payload, extra = self._rate_limited("too many requests in flight")
             elif route == "chat":
@@ -419,11 +524,32 @@ class FakeOpenAIServer:
                 {},
             )
         finally:
+            if served:
+                self._turns.done()
             with self._lock:
                 self.in_flight -= 1
         with self._lock:
             self.status_counts[status] = self.status_counts.get(status, 0) + 1
         return status, payload, extra
+
+    def _probed(self, path: str, headers: dict[str, str]) -> None:
+        with self._lock:
+            self.probes.append(path)
+            self.probe_headers.append(headers)
+
+    def _slots_body(self) -> Any:
+        """``slots`` as the server of ``slots_via`` reports it."""
+        if self.slots_via == "slots":
+            return [
+                {"id": i, "id_task": -1, "is_processing": False} for i in range(self.slots or 0)
+            ]
+        if self.slots_via == "info":
+            return {
+                "model_id": self.model,
+                "max_concurrent_requests": self.slots,
+                "router": "text-generation-router",
+            }
+        return {"total_slots": self.slots, "model_path": f"/models/{self.model}.gguf"}
 
     def _fault(self, index: int) -> str:
         with self._lock:
