@@ -47,7 +47,8 @@ class RunConfig(BaseModel):
     embedder (None: the bundled one). ``max_concurrency``: judge calls in flight at most per
     backend, for this run (None: each backend's own bound). ``retry``: how a call is retried
     (None: each backend's defaults). ``repeats``: judge each item this many times.
-    ``cache``: True (the user cache folder), False, a path, or a cache object. ``out``: the
+    ``cache``: True (the user cache folder), False or ``"off"`` (none, as the CLI's
+    ``--cache off``), a path, or a cache object. ``out``: the
     folder whose ``OUT/<run id>/`` the run writes into (or a :class:`RunFolder`).
     ``store``: the run store the command records the run in (None: the default one; False:
     none). ``thresholds``: pass marks by metric name (an item passes at a score of the mark
@@ -84,6 +85,11 @@ class RunConfig(BaseModel):
     tags: dict[str, str] = Field(default_factory=dict)
     data_file: DataFile | None = None
     command: str | None = None
+
+    @field_validator("cache")
+    @classmethod
+    def _cache_off(cls, value: Any) -> Any:
+        return False if isinstance(value, str) and value.strip().lower() == "off" else value
 
     @field_validator("statistical_mode")
     @classmethod
