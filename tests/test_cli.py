@@ -273,7 +273,8 @@ def test_a_named_tagged_run_writes_the_files_ci_reads(run_cli, tmp_path, cases_f
     )
     assert code == 0, text
     xml = junitparser.JUnitXml.fromfile(str(tmp_path / "ci" / "junit.xml"))
-    assert xml.tests == 3 and {c.name for s in xml for c in s} == {"c0", "c1", "c2"}
+    names = {c.name for s in xml for c in s}  # the run's gate, its metric's summary
+    assert xml.tests == 2 and names == {"max-failures context-precision", "context-precision"}
     written = summary.read_text()
     assert written.startswith("earlier step\n### contextlens run `")  # appended
     assert "| context-precision | offline |" in written
@@ -284,6 +285,68 @@ def test_a_named_tagged_run_writes_the_files_ci_reads(run_cli, tmp_path, cases_f
     code, text = run_cli("runs", "--tag", "model=small", "--html", tmp_path / "index.html")
     assert code == 0 and info.run_id in text and "branch=main" in text
     assert f'href="out/{info.run_id}/report.html"' in (tmp_path / "index.html").read_text()
+
+
+def test_a_run_that_passes_its_gates_writes_a_junit_file_without_failures(
+    run_cli, tmp_path, cases_file
+):
+    junitparser = pytest.importorskip("junitparser")
+    base = ["run", cases_file, "-m", "faithfulness", "--out", tmp_path / "o", "-q", "--no-store"]
+    base += ["--threshold", "faithfulness=0.99", "--fail-under", "faithfulness=0.3"]
+    junit, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
+    code, text = run_cli(*base, "--junit", junit, "--markdown", summary)
+    assert code == 0, text
+    written = json.loads((tmp_path / "o" / "latest" / "summary.json").read_text())
+    s = written["summaries"]["faithfulness"]
+    assert (s["n_scored"], s["n_passed"]) == (3, 0)  # every item below its pass mark
+    xml = junitparser.JUnitXml.fromfile(str(junit))
+    assert (xml.failures, xml.errors) == (0, 0)
+    cases = {c.name: c for suite in xml for c in suite}
+    assert set(cases) == {"fail-under faithfulness", "max-failures faithfulness", "faithfulness"}
+    assert all(c.is_passed for c in cases.values())
+    assert "**Gates: all 2 met**." in summary.read_text()
+    code, text = run_cli(*base, "--junit", junit, "--junit-items")
+    assert code == 0, text
+    xml = junitparser.JUnitXml.fromfile(str(junit))  # asked for: a test per item, below fails
+    assert (xml.tests, xml.failures) == (6, 3)
+    code, text = run_cli(*base, "--junit-items")
+    assert code == 2 and "--junit PATH" in text
+
+
+def test_a_missed_fail_under_fails_in_junit_and_the_markdown_and_exits_1(
+    run_cli, tmp_path, cases_file
+):
+    junitparser = pytest.importorskip("junitparser")
+    junit, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
+    code, text = run_cli(
+        "run",
+        cases_file,
+        "-m",
+        "faithfulness",
+        "--out",
+        tmp_path / "o",
+        "-q",
+        "--no-store",
+        "--fail-under",
+        "faithfulness=0.99",
+        "--junit",
+        junit,
+        "--markdown",
+        summary,
+    )
+    assert code == 1 and "threshold missed faithfulness: mean " in text
+    mean = json.loads((tmp_path / "o" / "latest" / "summary.json").read_text())["summaries"][
+        "faithfulness"
+    ]["mean"]
+    xml = junitparser.JUnitXml.fromfile(str(junit))
+    assert (xml.failures, xml.errors) == (1, 0)
+    [gates] = [suite for suite in xml if suite.name == "gates"]
+    failed = {c.name: c.result for c in gates if not c.is_passed}
+    [failure] = failed.pop("fail-under faithfulness")
+    assert not failed and failure.message == f"faithfulness: mean {mean:.3f} < 0.99"
+    written = summary.read_text()
+    assert f"> **Missed:** fail-under faithfulness: mean {mean:.3f} \\< 0.99" in written
+    assert f"| fail-under faithfulness | missed | mean {mean:.3f} | \\>= 0.99 |" in written
 
 
 def test_bad_names_tags_and_output_paths_are_usage_errors(run_cli, tmp_path, cases_file):

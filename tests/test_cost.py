@@ -233,15 +233,21 @@ def test_a_capped_run_writes_its_files_for_ci_and_every_case_it_read(run_cli, tm
         code, text = run_cli("run", data, "-m", "contextual-relevancy", "--judge",
                              f"{server.base_url}#{MODEL}", "--cache", "off", "--out", out,
                              "--no-store", "--max-cost", "0.001", "--junit", tmp_path / "j.xml",
-                             "--csv", tmp_path / "items.csv")  # fmt: skip
+                             "--junit-items", "--csv", tmp_path / "items.csv")  # fmt: skip
     assert code == 4, text
     run = EvalRun.from_folder(out / "latest")
     summary = run.summaries["contextual-relevancy"]
     assert 0 < summary.n_not_run < 30
     assert sorted(run.cases()) == sorted(f"c{i}" for i in range(30))  # the not-run ones too
-    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    junit = ET.parse(tmp_path / "j.xml").getroot()
+    suite = junit.find("testsuite[@name='contextual-relevancy']")
     assert suite is not None and int(suite.get("skipped", "")) == summary.n_not_run
-    assert int(suite.get("tests", "")) == 30
+    assert int(suite.get("tests", "")) == 30 + 1  # and the metric's summary
+    cap = junit.find("testsuite[@name='gates']/testcase[@name='cost cap']/failure")
+    assert cap is not None and "the cost cap of $0.001 was reached" in cap.get("message", "")
+    gates = junit.find("testsuite[@name='gates']")
+    assert gates is not None and gates.get("failures") == "1"  # the cost cap: exit 4
+    assert gates.get("skipped") == "1"  # --max-failures: not checked on part of the data
     with open(tmp_path / "items.csv", encoding="utf-8", newline="") as handle:
         statuses = [r["status"] for r in csv.DictReader(handle)]
     assert statuses.count("not run") == summary.n_not_run

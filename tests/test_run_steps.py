@@ -3,10 +3,14 @@
 import inspect
 from dataclasses import fields
 
+import numpy as np
+import pytest
+
 from contextlens.cli.run import run
 from contextlens.cli.run.args import RunArgs
 from contextlens.cli.run.gate import STOPPED, THRESHOLD_MISSED, TOO_MANY_FAILURES, gate
 from contextlens.runner import EvalRun, ItemResult, MetricSummary, parse_gates
+from contextlens.runner.gates import ordered
 
 
 def finished(mean, *, failed=0, stopped=None):
@@ -68,3 +72,48 @@ def test_a_run_its_cost_cap_stopped_exits_4_and_its_gates_are_not_judged():
     assert verdict.status == STOPPED == 4
     assert texts(verdict)[0].startswith("stopped: the cost cap of $1 was reached")
     assert not any("threshold" in said or "failures" in said for said in texts(verdict))
+
+
+def test_a_mean_just_under_its_mark_prints_under_it():
+    verdict = gate(finished(0.19975), parse_gates(["m=0.2"], ["m"]), "0")
+    assert texts(verdict) == ["threshold missed m: mean 0.1998 < 0.2"]
+    met = gate(finished(0.2), parse_gates(["m=0.2"], ["m"]), "0")
+    assert met.status == 0 and met.outcomes[0].said == "m: mean 0.200 >= 0.2"
+
+
+@pytest.mark.parametrize(
+    ("run", "fail_under", "max_failures"),
+    [
+        (finished(0.8), ["m=0.7"], "0"),
+        (finished(0.4), ["m=0.7"], "0"),
+        (finished(0.8, failed=1), [], "0"),
+        (finished(0.8, failed=1), ["m=0.7"], "25%"),
+        (finished(0.4, failed=2), ["m=0.7"], "1"),
+        (finished(0.8, stopped="the cost cap of $1 was reached"), ["m=0.7"], "0"),
+    ],
+)
+def test_the_gates_outcomes_are_missed_exactly_when_the_run_exits_non_zero(
+    run, fail_under, max_failures
+):
+    verdict = gate(run, parse_gates(fail_under, ["m"]), max_failures)
+    assert bool(verdict.status) == any(o.missed for o in verdict.outcomes)
+    names = [o.name for o in verdict.outcomes]
+    assert names[: len(fail_under)] == ["fail-under m"] * len(fail_under)
+    assert "max-failures m" in names
+    assert ("cost cap" in names) == (run.stopped is not None)
+
+
+def test_printed_numbers_order_as_the_decision_does():
+    rng = np.random.default_rng(3)
+    digits = rng.integers(1, 5, 400)
+    marks = [round(float(x), int(d)) for x, d in zip(rng.uniform(0, 1, 400), digits, strict=True)]
+    values = marks + rng.choice([-1, 1], 400) * 10.0 ** -rng.integers(3, 9, 400).astype(float)
+    for value, mark in zip(values, marks, strict=True):
+        below = bool(value < mark)
+        shown, bar = ordered(float(value), float(mark), below=below)
+        assert (float(shown) < float(bar)) == below and float(bar) == mark
+        assert len(shown.split(".")[1]) >= 3
+        assert abs(float(shown) - value) <= 5e-4
+    assert ordered(0.19975, 0.2, below=True) == ("0.1998", "0.2")
+    assert ordered(0.8, 0.7, below=False) == ("0.800", "0.7")
+    assert ordered(-4e-7, 0.0, below=True, signed=True) == ("-0.0000004", "0")

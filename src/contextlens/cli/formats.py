@@ -1,13 +1,15 @@
-"""The files a command writes besides its report, for CI: ``--junit`` (JUnit XML),
-``--markdown`` (a pull request comment or ``$GITHUB_STEP_SUMMARY``) and ``--csv`` (the
-items)."""
+"""The files a command writes besides its report, for CI: ``--junit`` (JUnit XML: the run's
+gates, failing exactly when its exit status does; ``--junit-items`` adds a test per case),
+``--markdown`` (a pull request comment or ``$GITHUB_STEP_SUMMARY``, with the gates' outcome)
+and ``--csv`` (the items)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,17 +18,32 @@ from contextlens.files import OutputError, describe_os_error, make_folder, write
 from contextlens.redact import redact
 from contextlens.terminal import line
 
-__all__ = ["CsvOption", "JunitOption", "MarkdownOption", "Outputs"]
+if TYPE_CHECKING:
+    from contextlens.runner.gates import GateOutcome
+
+__all__ = ["CsvOption", "JunitItemsOption", "JunitOption", "MarkdownOption", "Outputs"]
 
 JunitOption = Annotated[
     Path | None,
     typer.Option(
-        help="write a JUnit XML file: a test per case and metric, failing below its pass mark"
+        help="write a JUnit XML file: a test per gate (--fail-under, --max-failures, the cost "
+        "cap), failing exactly when the exit status does, and one per metric's summary"
+    ),
+]
+JunitItemsOption = Annotated[
+    bool,
+    typer.Option(
+        "--junit-items",
+        help="also a JUnit test per case and metric, failing below its pass mark (the file "
+        "then fails where the run may pass)",
     ),
 ]
 MarkdownOption = Annotated[
     Path | None,
-    typer.Option(help="write the summary as Markdown (appended to $GITHUB_STEP_SUMMARY)"),
+    typer.Option(
+        help="write the summary and the gates' outcome as Markdown (appended to "
+        "$GITHUB_STEP_SUMMARY)"
+    ),
 ]
 CsvOption = Annotated[
     Path | None, typer.Option("--csv", help="write the items as CSV, with case fields and meta")
@@ -40,6 +57,7 @@ class Outputs:
     junit: Path | None = None
     markdown: Path | None = None
     csv: Path | None = None
+    junit_items: bool = False
 
     def check(self) -> None:
         """A usage problem, before any work, for a path that names a folder."""
@@ -48,17 +66,21 @@ class Outputs:
                 raise UsageProblem(f"{option} {path}: a folder; give a file name")
         if self.csv is not None and self.csv.is_dir():
             raise UsageProblem(f"--csv {self.csv}: a folder; give a file name")
+        if self.junit_items and self.junit is None:
+            raise UsageProblem("--junit-items adds to the JUnit file: give --junit PATH too")
 
-    def write(self, run: Any) -> None:
-        """Write each file asked for, and say where."""
+    def write(self, run: Any, outcomes: Sequence[GateOutcome] | None = None) -> None:
+        """Write each file asked for, with the ``outcomes`` of the run's gates (the
+        verdict's), and say where."""
         if self.junit is not None:
             from contextlens.report.junit import write_junit
 
-            out.print(line("junit:   ", write_junit(run, self.junit)))
+            written = write_junit(run, self.junit, outcomes, items=self.junit_items)
+            out.print(line("junit:   ", written))
         if self.markdown is not None:
             from contextlens.report.markdown import run_markdown
 
-            append_or_write(self.markdown, run_markdown(run))
+            append_or_write(self.markdown, run_markdown(run, outcomes))
             out.print(line("markdown: ", self.markdown))
         if self.csv is not None:
             from contextlens.report.items import write_csv

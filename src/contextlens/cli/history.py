@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -15,9 +15,25 @@ from contextlens.cli.options import age, fmt, lines, near, tags_cell, when
 from contextlens.files import make_folder, write_text
 from contextlens.terminal import FitTable, line, table
 
-__all__ = ["compare", "folder_cell", "parse_tags", "runs", "runs_table", "warning_lines"]
+if TYPE_CHECKING:
+    from contextlens.compare import Comparison
+    from contextlens.runner.gates import RegressionOutcome
 
-YELLOW = "yellow"
+__all__ = [
+    "REGRESSED",
+    "compare",
+    "folder_cell",
+    "parse_tags",
+    "regression_lines",
+    "regression_outcomes",
+    "runs",
+    "runs_table",
+    "warning_lines",
+]
+
+YELLOW, GREEN = "yellow", "green"
+#: The exit status of ``compare`` when a ``--fail-on-regression`` gate is missed.
+REGRESSED = 1
 #: Cases listed under a comparison's table, regressions first.
 SHOWN_CHANGES = 10
 
@@ -143,12 +159,27 @@ def compare(
         ),
     ] = None,
     markdown: Annotated[
-        Path | None, typer.Option(help="also write the comparison as Markdown (a PR comment)")
+        Path | None,
+        typer.Option(
+            help="also write the comparison as Markdown (a PR comment), with the verdict of "
+            "each --fail-on-regression gate"
+        ),
     ] = None,
+    fail_on_regression: Annotated[
+        list[str],
+        typer.Option(
+            metavar="METRIC[=TOLERANCE]",
+            help="exit 1 when B is credibly worse than A on METRIC: when the upper end of the "
+            "95% credible interval of the paired mean difference B - A (over the cases both "
+            "runs scored) is below -TOLERANCE (default 0); fewer than 2 such cases count as "
+            "worse; repeatable",
+        ),
+    ] = [],  # noqa: B006
 ) -> None:
     """What changed from run A to run B: per metric the mean difference, its interval and
     P(B better); the cases that changed most, regressions first; and every way the runs
-    differ besides their scores (judge, settings, prompts, data, cases)."""
+    differ besides their scores (judge, settings, prompts, data, cases). With
+    --fail-on-regression, exit 1 when B is credibly worse than A on a metric named."""
     from contextlens.compare import compare as compare_runs
     from contextlens.report.comparison import write_comparison
     from contextlens.store import RunStore
@@ -156,6 +187,7 @@ def compare(
     folders = _is_folder(run_a) and _is_folder(run_b)  # two folders need no store, unless named
     runs_store = None if folders and store is None else RunStore(store)
     result = compare_runs(run_a, run_b, store=runs_store)
+    regressions = regression_outcomes(result, fail_on_regression)
     for warning in warning_lines(result.warnings):
         out.print(warning)
     out.print(comparison_table(result))
@@ -167,11 +199,50 @@ def compare(
         make_folder(target)
     page = write_comparison(result, target)
     out.print(line("report: ", page))
+    for said in regression_lines(regressions):
+        out.print(said)
     if markdown is not None:
         from contextlens.report.markdown import comparison_markdown
 
-        _write(markdown, comparison_markdown(result))
+        _write(markdown, comparison_markdown(result, regressions=regressions))
         out.print(line("markdown: ", markdown))
+    if any(o.missed for o in regressions):
+        raise typer.Exit(REGRESSED)
+
+
+def regression_outcomes(result: Comparison, items: list[str]) -> list[RegressionOutcome]:
+    """Each ``--fail-on-regression`` gate on the comparison ``result``, checked on the
+    cases both runs scored (:class:`~contextlens.runner.gates.RegressionGate`) with the
+    comparison's draws, level and seed; a usage problem for a malformed item or a metric
+    neither run measures."""
+    from contextlens.runner.gates import parse_regression_gates
+    from contextlens.stats import BayesianMode
+
+    try:
+        gates = parse_regression_gates(items, result.names)
+    except (ValueError, LookupError) as exc:
+        raise UsageProblem(str(exc)) from None
+    mode = BayesianMode(
+        mc_samples=result.mc_samples, ci_level=result.ci_level, rng_seed=result.seed
+    )
+    found = []
+    for gate in gates:
+        pairs = result.metric(gate.metric).pairs
+        found.append(gate.check([p.a for p in pairs], [p.b for p in pairs], mode))
+    return found
+
+
+def regression_lines(outcomes: list[RegressionOutcome]) -> list[Text]:
+    """The rule of the regression gates, then each gate's verdict, for the terminal."""
+    from contextlens.runner.gates import REGRESSION_RULE
+
+    if not outcomes:
+        return []
+    level = f"{100 * outcomes[0].ci_level:g}%"
+    said = [line(Text("regression gates ", style="bold"), REGRESSION_RULE.format(level=level))]
+    for o in outcomes:
+        said.append(line(Text("regression gate ", style=RED if o.missed else GREEN), o.said))
+    return said
 
 
 def _is_folder(ref: str) -> bool:

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from contextlens.cli.application import err
-from contextlens.cli.formats import CsvOption, JunitOption, MarkdownOption
+from contextlens.cli.formats import CsvOption, JunitItemsOption, JunitOption, MarkdownOption
 from contextlens.cli.options import JUDGE_HELP, JudgeTimeout, MaxTokens, StructuredOutput
 from contextlens.cli.run.args import RunArgs
 from contextlens.cli.run.execute import execute, finish
@@ -104,6 +104,7 @@ def run(
     name: Annotated[str | None, typer.Option(help="name the run, to find and follow it")] = None,
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE: tag the run (repeatable)")] = [],  # noqa: B006
     junit: JunitOption = None,
+    junit_items: JunitItemsOption = False,
     markdown: MarkdownOption = None,
     csv: CsvOption = None,
 ) -> None:
@@ -135,6 +136,7 @@ def run(
         name=name,
         tag=tag,
         junit=junit,
+        junit_items=junit_items,
         markdown=markdown,
         csv=csv,
     )
@@ -142,8 +144,8 @@ def run(
         result = execute(plan)
     if result is None:  # a dry run: its estimate is printed
         return
-    plan.outputs.write(result)
     verdict = gate(result, plan.gates, args.max_failures)
+    plan.outputs.write(result, verdict.outcomes)  # the files fail exactly when the run does
     for said in verdict.lines:
         err.print(said)
     if verdict.status:

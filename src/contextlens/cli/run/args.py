@@ -38,5 +38,6 @@ class RunArgs:
     name: str | None
     tag: list[str]
     junit: Path | None
+    junit_items: bool
     markdown: Path | None
     csv: Path | None

@@ -1,5 +1,7 @@
 """The gate step of ``contextlens run``: the exit status a finished run gives (``--fail-under``,
-``--max-failures``, a run its cost cap stopped) and the lines that say why."""
+``--max-failures``, a run its cost cap stopped), the lines that say why, and every gate's
+outcome (:func:`~contextlens.runner.gates.check_run`), which the JUnit file and the Markdown
+summary write, so that they fail exactly when the exit status does."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from contextlens.terminal import line
 
 if TYPE_CHECKING:
     from contextlens.results import EvalRun
-    from contextlens.runner.gates import Gate
+    from contextlens.runner.gates import Gate, GateOutcome
 
 __all__ = [
     "STOPPED",
@@ -37,51 +39,48 @@ STOPPED = 4
 
 @dataclass(frozen=True)
 class Verdict:
-    """The exit status of a finished run (0: it passes) and the lines that say why."""
+    """The exit status of a finished run (0: it passes), the lines that say why, and the
+    outcome of each gate it was held to (none missed exactly when the status is 0)."""
 
     status: int = 0
     lines: list[Text] = field(default_factory=list)
+    outcomes: list[GateOutcome] = field(default_factory=list)
 
 
 def gate(run: EvalRun, gates: Sequence[Gate], max_failures: str) -> Verdict:
     """The verdict on ``run``: stopped by its cost cap, else its failures against
     ``max_failures``, then its ``gates`` (each a :class:`~contextlens.runner.Gate`)."""
+    from contextlens.runner.gates import check_run
+
+    parse_max_failures(max_failures)
+    outcomes = check_run(run, gates, max_failures)
     if run.stopped is not None:  # a partial run: its gates would judge part of the data
-        return Verdict(STOPPED, stopped_lines(run))
-    missed = [why for why in (g.missed(run) for g in gates) if why is not None]
+        return Verdict(STOPPED, stopped_lines(run), outcomes)
+    missed = [o.said for o in outcomes if o.missed and o.kind == "fail-under"]
     said = [line(Text("threshold missed ", style=RED), problem) for problem in missed]
-    too_many = failure_gate(run, max_failures)
+    too_many = [o.said for o in outcomes if o.missed and o.kind == "max-failures"]
     said += [line(Text("too many failures ", style=RED), problem) for problem in too_many]
     if too_many:
-        return Verdict(TOO_MANY_FAILURES, said + _failed_examples(run))
-    return Verdict(THRESHOLD_MISSED if missed else 0, said)
+        return Verdict(TOO_MANY_FAILURES, said + _failed_examples(run), outcomes)
+    return Verdict(THRESHOLD_MISSED if missed else 0, said, outcomes)
 
 
 def parse_max_failures(value: str) -> tuple[float, bool]:
     """``"5"`` -> (5, False): at most 5 items; ``"2%"`` -> (2, True): at most 2% of them."""
-    text = value.strip()
-    share = text.endswith("%")
+    from contextlens.runner.gates import parse_max_failures as parsed
+
     try:
-        bound = float(text[:-1] if share else text)
-    except ValueError:
-        bound = -1.0
-    if not bound >= 0 or (share and bound > 100):
-        raise UsageProblem(f"--max-failures expects N or P% (P <= 100), got {value!r}")
-    return bound, share
+        return parsed(value)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
 
 
 def failure_gate(run: EvalRun, max_failures: str) -> list[str]:
     """The metrics whose failed items exceed ``--max-failures``."""
-    bound, share = parse_max_failures(max_failures)
-    over = []
-    for s in run.summaries.values():
-        applicable = s.n - s.n_not_applicable - s.n_not_run
-        allowed = bound * applicable / 100 if share else bound
-        if s.n_failed > allowed:
-            over.append(
-                f"{s.metric}: {s.n_failed} of {applicable} items failed (allowed {max_failures})"
-            )
-    return over
+    from contextlens.runner.gates import failure_outcomes
+
+    parse_max_failures(max_failures)
+    return [o.said for o in failure_outcomes(run, max_failures) if o.missed]
 
 
 def _failed_examples(run: EvalRun, limit: int = 5) -> list[Text]:

@@ -77,7 +77,9 @@ def checked_settings(args: RunArgs) -> Settings:
         raise UsageProblem(f"--max-cost expects a positive number of USD, got {args.max_cost:g}")
     if args.max_cost is not None and args.ray is not None:
         raise UsageProblem("--max-cost caps a run on this machine; run it without --ray")
-    outputs = Outputs(junit=args.junit, markdown=args.markdown, csv=args.csv)
+    outputs = Outputs(
+        junit=args.junit, markdown=args.markdown, csv=args.csv, junit_items=args.junit_items
+    )
     outputs.check()
     tags = parse_tags(args.tag)
     judge = judge_option(
