@@ -16,6 +16,8 @@ from typing import Annotated, Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel, Discriminator, Tag
 
+from contextlens.runfiles import read_records
+from contextlens.runfiles import whole_lines as numbered_lines
 from contextlens.schemas import Dataset, ModelTestCase
 
 __all__ = ["CASES_FILE", "CaseRecord", "DataFingerprint", "Lines", "whole_lines"]
@@ -79,16 +81,11 @@ class DataFingerprint:
 
 
 def whole_lines(path: Path) -> Iterator[str]:
-    """The complete lines of ``path`` (a writer that was killed may have cut the last one);
-    nothing when the file is not there."""
-    try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115
-    except FileNotFoundError:
-        return
-    with handle:
-        for text in handle:
-            if text.endswith("\n") and text.strip():
-                yield text
+    """The complete, non-blank lines of ``path`` (a writer that was killed may have cut the
+    last one); nothing when the file is not there. Read as a file from elsewhere
+    (:func:`contextlens.runfiles.whole_lines`: a regular file, bounded lines)."""
+    for _, text in numbered_lines(path):
+        yield text
 
 
 class Lines(Sequence[T], Generic[T]):
@@ -101,8 +98,9 @@ class Lines(Sequence[T], Generic[T]):
 
     @classmethod
     def of_file(cls, path: Path, parse: Callable[[str], T]) -> Lines[T]:
-        """The records of the JSON-lines file ``path``, each read by ``parse``."""
-        return cls(lambda: (parse(text) for text in whole_lines(path)))
+        """The records of the JSON-lines file ``path``, each read by ``parse`` (an error
+        names the file and the line)."""
+        return cls(lambda: read_records(path, parse))
 
     def _all(self) -> list[T]:
         if self._held is None:

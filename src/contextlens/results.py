@@ -20,14 +20,15 @@ from pydantic import (
     field_validator,
 )
 
-from contextlens.cases import CASES_FILE, CaseRecord, Lines, whole_lines
+from contextlens.cases import CASES_FILE, CaseRecord, Lines
 from contextlens.engine.accounting import Counts, LedgerReport
 from contextlens.errors import InputError
 from contextlens.fields import TEST_CASE_FIELDS
-from contextlens.files import describe_os_error
 from contextlens.metrics.registry import details_type, match, registered
 from contextlens.metrics.settings import MetricSettings
+from contextlens.nesting import MAX_DEPTH, deep_message, text_too_deep
 from contextlens.provenance import Provenance
+from contextlens.runfiles import check_run_id, read_records, read_small
 from contextlens.schemas import MetricDetails, MetricKey, ModelTestCase
 
 RESULTS_FILE = "results.jsonl"
@@ -244,34 +245,43 @@ class EvalRun(BaseModel):
         if self.out_dir is None:
             return iter(())
         path = Path(self.out_dir) / RESULTS_FILE
-        return (ItemResult.model_validate_json(text) for text in whole_lines(path))
+        return read_records(path, ItemResult.model_validate_json, what="result")
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> EvalRun:
         """The completed run whose folder ``folder`` is (its ``summary.json``, with its items
         and cases read from the folder when asked); an :class:`InputError` naming the file
-        when it cannot be read."""
+        when it cannot be read. The folder may come from elsewhere: its files are read as
+        :mod:`contextlens.runfiles` says (regular files of bounded size, a run id checked)."""
         path = Path(folder)
         summary = path / SUMMARY_FILE
-        if not summary.is_file():
+        if not summary.exists() and not summary.is_symlink():
             raise FileNotFoundError(
                 f"{path}: not the folder of a completed run (no {SUMMARY_FILE})"
             )
+        text = read_small(summary)
+        deep = text_too_deep(text, MAX_DEPTH + 1)
+        if deep is not None:
+            raise InputError(f"not the summary of a run ({deep_message()})", file=str(summary))
         try:
-            data = json.loads(summary.read_text(encoding="utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError("it does not hold a JSON object")
-            data.pop("results", None)
+            data = json.loads(text)
+        except ValueError as exc:  # not JSON
+            raise InputError(f"not the summary of a run ({exc})", file=str(summary)) from None
+        if not isinstance(data, dict):
+            raise InputError(
+                f"not the summary of a run (it holds a JSON {_json_kind(data)}, not an object)",
+                file=str(summary),
+            )
+        if "run_id" in data:  # a missing one is the model's to say
+            check_run_id(data["run_id"], file=summary)
+        data.pop("results", None)
+        try:
             return cls.model_validate({**data, "out_dir": str(path)})
-        except OSError as exc:
-            raise InputError(f"cannot read: {describe_os_error(exc)}", file=str(summary)) from None
         except ValidationError as exc:
             first = exc.errors()[0]
             key = ".".join(str(p) for p in first["loc"])
             why = f"{key}: {first['msg']}"
             raise InputError(f"not the summary of a run ({why})", file=str(summary)) from None
-        except ValueError as exc:  # not JSON
-            raise InputError(f"not the summary of a run ({exc})", file=str(summary)) from None
 
     @property
     def name(self) -> str | None:
@@ -298,8 +308,8 @@ class EvalRun(BaseModel):
         if self._cases is not None:
             yield from self._cases
         elif self.out_dir is not None:
-            for text in whole_lines(Path(self.out_dir) / CASES_FILE):
-                yield CaseRecord.model_validate_json(text)
+            path = Path(self.out_dir) / CASES_FILE
+            yield from read_records(path, CaseRecord.model_validate_json, what="case")
 
     def cases(self) -> dict[str, CaseRecord]:
         """The cases of the run by their id."""
@@ -404,6 +414,17 @@ class EvalRun(BaseModel):
             f"{self.duration_s:.1f} s · judge {escape(self.judge)}{where}"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
         )
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is called: an array, a string, a number..."""
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    return "number" if isinstance(value, (int, float)) else "null"
 
 
 def case_columns() -> list[str]:

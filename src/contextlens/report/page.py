@@ -26,6 +26,7 @@ from markupsafe import Markup
 
 from contextlens.files import make_folder, write_text
 from contextlens.report.format import fmt_count, fmt_score
+from contextlens.runfiles import confined, plain_name
 
 __all__ = ["case_href", "clean", "render_page", "script_json", "write_page"]
 
@@ -118,9 +119,13 @@ def render_page(template: str, *, scripts: Sequence[str], **context: Any) -> str
 
 def write_page(html: str, path: str | Path, default_name: str) -> Path:
     """Write ``html`` to ``path`` (a folder gets ``default_name``) whole, its secrets
-    masked, and return the file."""
+    masked, and return the file. ``default_name`` (made of run ids, which may come from
+    elsewhere) must be a plain file name that stays in the folder: else an
+    :class:`~contextlens.files.OutputError`, and nothing is written."""
     target = Path(path)
     if target.is_dir() and not target.is_symlink():
-        target = target / default_name
+        target = confined(target, default_name)
+    elif not plain_name(default_name):  # a page path its caller joined from the name
+        confined(target.parent, default_name)
     make_folder(target.parent)
     return write_text(target, html)

@@ -14,15 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextlens.cases import CASES_FILE, CaseRecord, DataFingerprint
+from contextlens.errors import InputError
 from contextlens.files import LineFile, OutputError, describe_os_error
 from contextlens.redact import redact
 from contextlens.results import RESULTS_FILE, ItemResult
+from contextlens.runfiles import check_run_id, read_small
 from contextlens.schemas import Dataset, ModelTestCase
 
 __all__ = ["LATEST", "CaseLog", "ResultSink", "RunFolder", "latest_run", "new_run_id"]
 
 LATEST = "latest"
 """The name, in an ``out`` folder, of the pointer to its newest completed run."""
+#: The largest ``latest`` file read (it holds one run id).
+MAX_POINTER_BYTES = 4096
 
 
 def new_run_id() -> str:
@@ -111,13 +115,19 @@ class RunFolder:
 
 def latest_run(out: str | Path) -> Path | None:
     """The folder of the newest completed run in ``out`` (as ``out/latest`` names it), or
-    None when no run has completed there."""
+    None when no run has completed there. ``latest`` names a run folder of ``out`` by its
+    run id (a link to ``<run id>``, or a file holding it); one that names anything else
+    (``../elsewhere``, an absolute path) is an :class:`InputError` naming it."""
     link = Path(out) / LATEST
     if link.is_symlink():
-        return Path(out) / os.readlink(link)
+        try:
+            target = os.readlink(link)
+        except OSError as exc:
+            raise InputError(f"cannot read: {describe_os_error(exc)}", file=str(link)) from None
+        return Path(out) / check_run_id(target, file=link)
     if link.is_file():
-        run_id = link.read_text(encoding="utf-8").strip()
-        return Path(out) / run_id if run_id else None
+        run_id = read_small(link, MAX_POINTER_BYTES).strip()
+        return Path(out) / check_run_id(run_id, file=link) if run_id else None
     return None
 
 

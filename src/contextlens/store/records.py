@@ -9,11 +9,12 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
 from contextlens.engine.sqlite import connect
 from contextlens.errors import ContextLensError
-from contextlens.results import EvalRun, ItemResult
+from contextlens.results import RESULTS_FILE, EvalRun, ItemResult
+from contextlens.runfiles import read_records
 
 __all__ = [
     "COMPLETED",
@@ -118,8 +119,17 @@ def _stored_items(path: Path, run_id: str) -> Iterator[ItemResult]:
                 ).fetchall()
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot read run {run_id!r} from {path}: {exc}") from exc
-            for _, data in rows:
-                yield ItemResult.model_validate_json(data)
+            for seq, data in rows:
+                try:
+                    item = ItemResult.model_validate_json(data)
+                except ValidationError as exc:
+                    first = exc.errors()[0]
+                    where = ".".join(str(p) for p in first["loc"])
+                    why = f"{where}: {first['msg']}" if where else first["msg"]
+                    raise StoreError(
+                        f"item {seq} of run {run_id!r} in {path} cannot be read: {why}"
+                    ) from None
+                yield item
             if len(rows) < PAGE:
                 return
             last = rows[-1][0]
@@ -129,17 +139,12 @@ def _stored_items(path: Path, run_id: str) -> Iterator[ItemResult]:
 
 def _partial_results(out_dir: str | None) -> Iterator[ItemResult]:
     """The whole lines of ``out_dir/results.jsonl``: a killed run may have left its last
-    line half written."""
+    line half written. The folder is the store's word, read as a file from elsewhere
+    (:mod:`contextlens.runfiles`)."""
     if out_dir is None:
         return
-    try:
-        handle = open(Path(out_dir) / "results.jsonl", encoding="utf-8")  # noqa: SIM115
-    except FileNotFoundError:
-        return
-    with handle:
-        for line in handle:
-            if line.endswith("\n"):
-                yield ItemResult.model_validate_json(line)
+    path = Path(out_dir) / RESULTS_FILE
+    yield from read_records(path, ItemResult.model_validate_json, what="result")
 
 
 def _alive(pid: int) -> bool:

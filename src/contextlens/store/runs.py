@@ -27,8 +27,10 @@ import json
 import os
 import secrets
 import socket
+import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,7 @@ from contextlens.errors import InputError
 from contextlens.provenance import DataFile, Provenance, current_provenance
 from contextlens.redact import redact
 from contextlens.results import EvalRun, ItemResult, MetricSummary, RecordedConfig
+from contextlens.runfiles import is_run_id
 from contextlens.store.records import (
     COMPLETED,
     FAILED,
@@ -57,6 +60,7 @@ from contextlens.store.schema import (
     ITEM_INSERT,
     SCHEMA,
     SCHEMA_VERSION,
+    TABLES,
     add_score,
     item_row,
     refresh_counts,
@@ -204,6 +208,49 @@ class RunStore(Closing):
             newer_hint="upgrade contextlens",
             busy_timeout=STORE_BUSY_TIMEOUT,
         )
+        self._check_tables()
+
+    def _check_tables(self) -> None:
+        """A :class:`StoreError` naming the file when it lacks a table or a column of the run
+        store (a file of the right version made by hand, or damaged), before it is used."""
+        with self._reading() as conn:
+            for table, columns in TABLES.items():
+                have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                missing = [c for c in columns if c not in have]
+                if not missing:
+                    continue
+                shown = ", ".join(missing[:3]) + (
+                    f" and {len(missing) - 3} more" * (len(missing) > 3)
+                )
+                what = (
+                    f"has no {table!r} table"
+                    if not have
+                    else f"lacks the column(s) {shown} of its {table!r} table"
+                )
+                raise StoreError(
+                    f"the run store {self.path} {what}: it is damaged, or not a contextlens "
+                    "run store; move it aside, and a new one is made in its place"
+                )
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection; a fault of the file while it is read (a table gone, a
+        damaged page) is a :class:`StoreError` naming it."""
+        try:
+            yield self._db.connection()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the run store {self.path}: {exc}") from None
+
+    def _run_id(self, value: object) -> str:
+        """A run id read from the store, checked: a :class:`StoreError` naming the file when
+        it is not one (a store written by hand, or damaged)."""
+        if not is_run_id(value):
+            raise StoreError(
+                f"the run store {self.path} holds a run whose id {value!r:.80} is not a run "
+                "id (1 to 64 letters, digits, '.', '_' or '-', not starting with '.'): it is "
+                "damaged, or was not written by contextlens"
+            )
+        return str(value)
 
     def close(self) -> None:
         """Close every connection this object opened; later use opens new ones."""
@@ -445,45 +492,56 @@ class RunStore(Closing):
         if name is not None:
             where.append("name = ?")
             args.append(name)
-        rows = self._db.connection().execute(
-            "SELECT run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries, "
-            "status, error, command, cwd, pid, host, out_dir, name, tags FROM runs "
-            f"{'WHERE ' + ' AND '.join(where) + ' ' if where else ''}"
-            "ORDER BY started_ts DESC, recorded_at DESC",
-            args,
-        )
         wanted = {str(k): str(v) for k, v in (tags or {}).items()}
         infos: list[RunInfo] = []
-        for row in rows:
-            (run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries) = row[:8]
-            status, error, command, cwd, pid, host, out_dir, run_name, run_tags = row[8:]
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT run_id, started_at, judge, dataset, n_cases, n_items, n_failed, "
+                "summaries, status, error, command, cwd, pid, host, out_dir, name, tags FROM runs "
+                f"{'WHERE ' + ' AND '.join(where) + ' ' if where else ''}"
+                "ORDER BY started_ts DESC, recorded_at DESC",
+                args,
+            )
+            for row in rows:
+                info = self._info(row, wanted)
+                if info is not None:
+                    infos.append(info)
+                    if len(infos) >= limit:
+                        break
+        return infos
+
+    def _info(self, row: tuple[Any, ...], wanted: Mapping[str, str]) -> RunInfo | None:
+        """A row of ``list_runs`` as a :class:`RunInfo` (None: it lacks a tag wanted); a
+        :class:`StoreError` naming the file when it cannot be read."""
+        (run_id, started_at, judge, dataset, n_cases, n_items, n_failed, summaries) = row[:8]
+        status, error, command, cwd, pid, host, out_dir, run_name, run_tags = row[8:]
+        run_id = self._run_id(run_id)
+        try:
             labels = json.loads(run_tags or "{}")
             if any(labels.get(k) != v for k, v in wanted.items()):
-                continue
-            infos.append(
-                RunInfo(
-                    run_id=run_id,
-                    started_at=started_at,
-                    judge=judge,
-                    dataset=dataset,
-                    n_cases=n_cases,
-                    n_items=n_items,
-                    n_failed=n_failed,
-                    means={k: v.get("mean") for k, v in json.loads(summaries).items()},
-                    status=run_status(status, pid, host, out_dir),
-                    error=error,
-                    command=command,
-                    cwd=cwd,
-                    pid=pid,
-                    host=host,
-                    out_dir=out_dir,
-                    name=run_name,
-                    tags=labels,
-                )
+                return None
+            return RunInfo(
+                run_id=run_id,
+                started_at=started_at,
+                judge=judge,
+                dataset=dataset,
+                n_cases=n_cases,
+                n_items=n_items,
+                n_failed=n_failed,
+                means={k: v.get("mean") for k, v in json.loads(summaries).items()},
+                status=run_status(status, pid, host, out_dir),
+                error=error,
+                command=command,
+                cwd=cwd,
+                pid=pid,
+                host=host,
+                out_dir=out_dir,
+                name=run_name,
+                tags=labels,
             )
-            if len(infos) >= limit:
-                break
-        return infos
+        except (ValueError, TypeError, AttributeError, RecursionError) as exc:  # by hand, damaged
+            why = _first_error(exc)
+            raise StoreError(f"run {run_id!r} in {self.path} cannot be read: {why}") from None
 
     def resolve(self, run_id: str) -> str:
         """The full id of the run ``run_id`` names, exactly or as a unique prefix.
@@ -494,17 +552,17 @@ class RunStore(Closing):
         ref = str(run_id).strip()
         if not ref:
             raise InputError("empty run id")
-        conn = self._db.connection()
-        if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (ref,)).fetchone():
-            return ref
-        matches = [
-            r
-            for (r,) in conn.execute(
-                "SELECT run_id FROM runs WHERE substr(run_id, 1, length(?1)) = ?1 "
-                "ORDER BY started_ts DESC LIMIT ?2",
-                (ref, _MAX_CANDIDATES + 1),
-            )
-        ]
+        with self._reading() as conn:
+            if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (ref,)).fetchone():
+                return ref
+            matches = [
+                r
+                for (r,) in conn.execute(
+                    "SELECT run_id FROM runs WHERE substr(run_id, 1, length(?1)) = ?1 "
+                    "ORDER BY started_ts DESC LIMIT ?2",
+                    (ref, _MAX_CANDIDATES + 1),
+                )
+            ]
         if len(matches) == 1:
             return matches[0]
         if matches:
@@ -522,20 +580,18 @@ class RunStore(Closing):
         ``results``. Raises :class:`InputError` for an unknown or ambiguous id.
         """
         full = self.resolve(run_id)
-        row = (
-            self._db.connection()
-            .execute(
+        with self._reading() as conn:
+            row = conn.execute(
                 "SELECT run_id, started_at, duration_s, judge, embedder, repeats, out_dir, "
                 "dataset, dataset_fingerprint, config, versions, summaries, accounting, "
                 "recorded_at, status, error, command, cwd, pid, host, data_fingerprint, "
                 "provenance FROM runs WHERE run_id = ?",
                 (full,),
-            )
-            .fetchone()
-        )
+            ).fetchone()
         if row is None:  # deleted between resolve and load
             raise InputError(f"no run {full!r} in {self.path}")
         (rid, started, duration, judge, embedder, repeats, out_dir, dataset, fp) = row[:9]
+        rid = self._run_id(rid)
         config, versions, summaries, accounting, recorded = row[9:14]
         status, error, command, cwd, pid, host, data_fp, provenance = row[14:]
         try:
@@ -569,7 +625,7 @@ class RunStore(Closing):
                 pid=pid,
                 host=host,
             )
-        except (ValueError, TypeError) as exc:  # a row written by hand, or damaged
+        except (ValueError, TypeError, RecursionError) as exc:  # a row written by hand, damaged
             why = _first_error(exc)
             raise StoreError(f"run {full!r} in {self.path} cannot be read: {why}") from None
         run._store_path = str(self.path)

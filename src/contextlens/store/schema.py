@@ -14,6 +14,7 @@ __all__ = [
     "RUN_COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "TABLES",
     "add_score",
     "item_row",
     "refresh_counts",
@@ -102,6 +103,9 @@ RUN_COLUMNS = (
     "data_fingerprint",
     "provenance",
 )
+ITEM_COLUMNS = ("run_id", "seq", "case_id", "metric", "score", "error", "data")
+TABLES = {"runs": RUN_COLUMNS, "items": ITEM_COLUMNS}
+"""The tables of a run store, each with the columns it must have."""
 ITEM_INSERT = (
     "INSERT INTO items (run_id, seq, case_id, metric, score, error, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"

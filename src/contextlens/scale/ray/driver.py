@@ -212,7 +212,7 @@ def finished_before(path: Path) -> dict[str, dict[str, str]]:
             try:
                 head = json.loads(line)
                 case_id, metric = str(head["case_id"]), str(head["metric"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 continue
             found.setdefault(case_id, {}).setdefault(metric, line)
     return found

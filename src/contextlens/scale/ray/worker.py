@@ -17,7 +17,9 @@ from contextlens.engine.accounting import LedgerEntry, LedgerReport
 from contextlens.engine.cache import open_cache
 from contextlens.judges.resolve import resolve_judge
 from contextlens.metrics.metric import Metric
-from contextlens.results import EvalRun, ItemResult, MetricSummary
+from contextlens.results import RESULTS_FILE, EvalRun, ItemResult, MetricSummary
+from contextlens.runfiles import read_records
+from contextlens.runfiles import whole_lines as numbered_lines
 from contextlens.runner import RunFolder, aevaluate, case_id
 from contextlens.runner.summaries import language_noted
 from contextlens.scale.ray.permits import ClusterLimiter, ClusterLimits
@@ -164,17 +166,13 @@ def payload_of(
 
 
 def read_shard(folder: Path, shard: str, index: dict[str, int]) -> Payload:
-    items = [ItemResult.model_validate_json(line) for line in whole_lines(folder)]
+    items = list(read_records(folder / RESULTS_FILE, ItemResult.model_validate_json))
     run = EvalRun.from_folder(folder)
     return payload_of(shard, items, index, run.summaries, run.accounting)
 
 
 def whole_lines(folder: Path) -> Iterator[str]:
-    """The whole lines of ``folder/results.jsonl`` (a killed writer may have cut the last)."""
-    path = folder / "results.jsonl"
-    if not path.exists():
-        return
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.endswith("\n") and line.strip():
-                yield line.rstrip("\n")
+    """The whole lines of ``folder/results.jsonl`` (a killed writer may have cut the last),
+    read as :func:`contextlens.runfiles.whole_lines` reads a run's file."""
+    for _, text in numbered_lines(folder / RESULTS_FILE):
+        yield text.rstrip("\n")
