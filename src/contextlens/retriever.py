@@ -12,6 +12,7 @@ from typing import IO, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from contextlens.errors import InputError
+from contextlens.nesting import MAX_DEPTH, deep_message, text_too_deep
 from contextlens.schemas import Dataset, IterationLevel, StreamedBatch
 
 M = TypeVar("M", bound=BaseModel)
@@ -127,7 +128,8 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line_number, object)`` for each non-blank line of a JSONL file, lazily.
 
     A byte-order mark is skipped. Errors (unreadable file, bytes that are not UTF-8,
-    malformed JSON, a line that is not an object) name the file and the line.
+    malformed JSON, a line that is not an object, a value nested more than
+    :data:`~contextlens.nesting.MAX_DEPTH` deep) name the file and the line (and the field).
     """
     name = str(path)
     with utf8_text(path) as handle:
@@ -135,6 +137,9 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             text = text.lstrip("\ufeff")  # a byte-order mark inside joined files too
             if not text.strip():
                 continue
+            deep = text_too_deep(text, MAX_DEPTH + 1)  # the line's object is one level more
+            if deep is not None:
+                raise InputError(deep_message(), file=name, line=lineno, field=deep.field())
             try:
                 raw = json.loads(text)
             except json.JSONDecodeError as exc:

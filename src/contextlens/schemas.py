@@ -30,6 +30,7 @@ from contextlens.fields import (
     TEST_CASE_FIELDS,
     FieldTable,
 )
+from contextlens.nesting import deep_message, value_too_deep
 
 __all__ = [
     "Batch",
@@ -49,26 +50,26 @@ __all__ = [
 
 def _unwritable(value: Any, where: str) -> str | None:
     """Where ``value`` holds text that cannot be written as UTF-8 (a lone surrogate such as
-    ``"\\ud800"`` from a JSON escape), or None."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return f"{where}: the text holds {value[exc.start]!r} at position {exc.start}"
-        return None
-    if isinstance(value, BaseModel):
-        value = dict(value)
-    if isinstance(value, dict):
-        items = [(f"{where}.{k}" if where else str(k), v) for k, v in value.items()]
-        items += [(f"{where} (a key)", k) for k in value]
-    elif isinstance(value, (list, tuple)):
-        items = [(f"{where}[{i}]", v) for i, v in enumerate(value)]
-    else:
-        return None
-    for at, item in items:
-        found = _unwritable(item, at)
-        if found is not None:
-            return found
+    ``"\\ud800"`` from a JSON escape), or None; walked without recursion, in order."""
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        at, item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return f"{at}: the text holds {item[exc.start]!r} at position {exc.start}"
+            continue
+        if isinstance(item, BaseModel):
+            item = dict(item)
+        if isinstance(item, dict):
+            items = [(f"{at}.{k}" if at else str(k), v) for k, v in item.items()]
+            items += [(f"{at} (a key)", k) for k in item]
+        elif isinstance(item, (list, tuple)):
+            items = [(f"{at}[{i}]", v) for i, v in enumerate(item)]
+        else:
+            continue
+        stack.extend(reversed(items))
     return None
 
 
@@ -76,7 +77,9 @@ class CaseModel(BaseModel):
     """A case read through its :class:`~contextlens.fields.FieldTable`: every alias of a field
     is taken for it, and a key that is no field is refused naming the closest one (as the
     file loaders do), never silently dropped. Text that could not be written into the run's
-    results (a lone surrogate) is refused here, before anything is scored."""
+    results (a lone surrogate), and a value nested more than
+    :data:`~contextlens.nesting.MAX_DEPTH` deep, are refused here, before anything is
+    scored."""
 
     model_config = ConfigDict(extra="forbid")
     fields_table: ClassVar[FieldTable]
@@ -102,6 +105,10 @@ class CaseModel(BaseModel):
 
     @model_validator(mode="after")
     def _writable(self) -> CaseModel:
+        for name in type(self).model_fields:
+            deep = value_too_deep(getattr(self, name))
+            if deep is not None:
+                raise ValueError(f"{deep.field(name)}: {deep_message()}")
         for name in type(self).model_fields:
             found = _unwritable(getattr(self, name), name)
             if found is not None:

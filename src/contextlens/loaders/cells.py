@@ -4,7 +4,9 @@ row's values raise (a model that refuses them, an id given twice).
 Every kind of row is read alike (a CSV, JSONL or Parquet file's, a DataFrame's, a dict given
 in Python): a cell of a list or object field that holds text is read as JSON, or else as the
 Python literal ``str()`` writes (``['dep-01', 'dep-02']``, ``{'dep-01': 2}``: what
-``DataFrame.to_csv()`` writes for a list or dict), and nothing else is evaluated.
+``DataFrame.to_csv()`` writes for a list or dict), and nothing else is evaluated. A value
+nested more than :data:`~contextlens.nesting.MAX_DEPTH` deep is refused before it is
+parsed, naming the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from pydantic import BaseModel, ValidationError
 from contextlens.errors import InputError
 from contextlens.fields import FieldType
 from contextlens.loaders.rows import FRAME
+from contextlens.nesting import deep_message, text_too_deep, value_too_deep
 from contextlens.retriever import input_error, null_message
 
 __all__ = [
     "blank",
+    "check_depth",
     "first_time",
     "is_csv",
     "object_cell",
@@ -84,6 +88,17 @@ def typed_cell(value: Any, kind: FieldType, column: str, file: str, line: int | 
     return value
 
 
+def check_depth(row: Mapping[str, Any], file: str, line: int | None, where: str = "") -> None:
+    """An :class:`InputError` naming the file, the line and the field when a value of
+    ``row`` (a dict given in Python, a row read) nests lists and objects more than
+    :data:`~contextlens.nesting.MAX_DEPTH` deep, each field's value counted from 1."""
+    for key, value in row.items():
+        deep = value_too_deep(value)
+        if deep is not None:
+            field = deep.field(f"{where}{key}")
+            raise InputError(deep_message(), file=file, line=line, field=field)
+
+
 def object_cell(value: Any, column: str, file: str, line: int | None) -> Any:
     """A cell of an object field: a dict as it is, text read as a JSON object or a Python
     dict, blank as absent; anything else is an :class:`InputError`."""
@@ -119,6 +134,9 @@ def _structured(text: str, column: str, file: str, line: int | None) -> Any:
     ``str()`` of a list or dict writes); an :class:`InputError` when it is neither, or is
     not the list or object its opening promises."""
     json_name, python_name, shape = _SHAPES[text[0]]
+    deep = text_too_deep(text, python=True)  # counts JSON's brackets as well
+    if deep is not None:
+        raise InputError(deep_message(), file=file, line=line, field=deep.field(column))
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -4,7 +4,8 @@ A Parquet file is read as the DataFrame pandas reads from it, so a DataFrame and
 Parquet file ``to_parquet()`` writes of it give the same rows: numpy arrays and scalars as
 plain lists and numbers, NaN and pandas' NA as null, a named index as a column, and no null
 member in an object (Parquet stores a column of objects with every key any row has, null
-where a row has none, so a null member is read as absent).
+where a row has none, so a null member is read as absent). A cell nested more than
+:data:`~contextlens.nesting.MAX_DEPTH` deep is refused, naming the row and the column.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from contextlens.errors import InputError
+from contextlens.nesting import deep_message, value_too_deep
 from contextlens.retriever import jsonl_objects, utf8_text
 
 __all__ = ["FRAME", "RowSource", "file_rows", "frame_rows", "is_frame", "read_rows"]
@@ -109,6 +111,10 @@ def _records(frame: Any, name: str, *, start: int) -> Iterator[tuple[int, dict[s
     if twice:
         raise InputError(f"the column {twice[0]!r} is given twice", file=name)
     for number, values in enumerate(frame.itertuples(index=False, name=None), start=start):
+        for column, value in zip(columns, values, strict=True):
+            deep = value_too_deep(value)
+            if deep is not None:
+                raise InputError(deep_message(), file=name, line=number, field=deep.field(column))
         yield number, {c: _plain(v) for c, v in zip(columns, values, strict=True)}
 
 
