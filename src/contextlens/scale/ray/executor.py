@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
 import ray
+from ray import cloudpickle  # the pickler Ray sends objects with, shipped in Ray
 
 from contextlens.engine.cache import NullCache, open_cache
 from contextlens.engine.limiter import DEFAULT_LIMIT
