@@ -11,6 +11,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -326,3 +327,27 @@ def test_small_files_are_bounded_regular_files(tmp_path):
         read_small(tmp_path / "gone.json")
     with pytest.raises(InputError, match="a folder, not a regular file"):
         read_small(tmp_path)
+
+
+def test_a_dry_run_reads_the_runs_of_its_out_folder_without_waiting_on_a_fifo(tmp_path):
+    from contextlens.runner.dry_run import measured_completions
+
+    out = tmp_path / "out"
+    entry = {"metric": "m", "judge": "j", "calls": 4, "completion_tokens": 100}
+    for name in ("good", "fifo", "zero", "deep"):
+        (out / name).mkdir(parents=True)
+    (out / "good" / "summary.json").write_text(json.dumps({"accounting": {"entries": [entry]}}))
+    os.mkfifo(out / "fifo" / "summary.json")
+    (out / "zero" / "summary.json").symlink_to("/dev/zero")
+    (out / "deep" / "summary.json").write_text("[" * 100_000 + "]" * 100_000)
+    found: list[dict[str, float]] = []
+    reader = threading.Thread(
+        target=lambda: found.append(measured_completions(out, {"m": "j"})), daemon=True
+    )
+    reader.start()
+    reader.join(timeout=30)
+    waiting = reader.is_alive()
+    if waiting:  # let it go: a writer's open ends the reader's wait
+        os.close(os.open(out / "fifo" / "summary.json", os.O_WRONLY | os.O_NONBLOCK))
+    assert not waiting, "the estimate waits on a FIFO"
+    assert found == [{"m": 25.0}]  # the good run's, the others passed over

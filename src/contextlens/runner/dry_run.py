@@ -34,6 +34,7 @@ from contextlens.engine.tokens import counter_for
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judge, Judgement
 from contextlens.judges.llm import LLMJudge
 from contextlens.judges.sizing import call_size, shortest_reply, typical_reply
+from contextlens.runfiles import read_small
 from contextlens.schemas import MetricKey
 from contextlens.terminal import safe
 
@@ -241,10 +242,10 @@ def measured_completions(out: Path | None, judges: Mapping[MetricKey, str]) -> d
     wanted = {str(metric): judge for metric, judge in judges.items()}
     totals: dict[str, list[int]] = {}
     for path in summaries:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+        try:  # a folder from elsewhere: a FIFO or a device there is not waited on
+            data = json.loads(read_small(path))
             entries = LedgerReport.model_validate(data["accounting"]).entries
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):  # InputError too
             continue  # the estimate goes on from the schemas
         for entry in entries:
             if wanted.get(entry.metric) == entry.judge and entry.calls:
