@@ -29,7 +29,7 @@ from contextlens.runfiles import (
     read_small,
     whole_lines,
 )
-from contextlens.runner import evaluate, latest_run
+from contextlens.runner import RunFolder, evaluate, latest_run
 from contextlens.schemas import MetricResult, ModelTestCase
 from contextlens.store import RunStore, StoreError
 from contextlens.store.open import open_run
@@ -157,7 +157,7 @@ def test_a_fifo_in_a_folder_is_refused_without_waiting_on_it(tmp_path, two_runs)
     [
         ("[]", "it holds a JSON array, not an object"),
         ('"run"', "it holds a JSON string, not an object"),
-        ("{", "not the summary of a run (Expecting property name"),
+        ("{", "summary.json:1: not the summary of a run (not JSON: Expecting property name"),
         ('{"run_id": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
         ('{"run_id": 7}', "7 is not a run id"),
     ],
@@ -167,7 +167,7 @@ def test_a_summary_that_holds_no_run_is_a_message_naming_it(tmp_path, two_runs, 
     (b / "summary.json").write_text(text)
     done = cli("compare", a, b, "--out", tmp_path / "pages", cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert f"{b / 'summary.json'}: " in done.stderr and said in done.stderr, done.stderr
+    assert f"{b / 'summary.json'}:" in done.stderr and said in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -351,3 +351,19 @@ def test_a_dry_run_reads_the_runs_of_its_out_folder_without_waiting_on_a_fifo(tm
         os.close(os.open(out / "fifo" / "summary.json", os.O_WRONLY | os.O_NONBLOCK))
     assert not waiting, "the estimate waits on a FIFO"
     assert found == [{"m": 25.0}]  # the good run's, the others passed over
+
+
+def test_a_run_id_that_could_not_be_read_back_is_refused_before_any_work(tmp_path):
+    cases = [ModelTestCase(input="q", name="c0")]
+    metric = _Length()
+    with pytest.raises(InputError, match="is not a run id"):
+        evaluate(cases, [metric], embedder=_Embedder(), progress=False,
+                 out=RunFolder(tmp_path, "../escaped"))  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+    store = RunStore(tmp_path / "runs.sqlite3")
+    with pytest.raises(InputError, match="is not a run id"):
+        store.start("my run")
+    run = EvalRun.from_folder(made_run(tmp_path / "out"))
+    with pytest.raises(InputError, match="is not a run id"):
+        store.record(run.model_copy(update={"run_id": "../x"}))
+    assert store.list_runs() == []

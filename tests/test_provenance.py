@@ -106,7 +106,7 @@ def test_an_old_summary_without_provenance_loads_and_compares(run_cli, tmp_path)
 
 def test_a_summary_that_is_not_one_is_a_clear_error(tmp_path):
     (tmp_path / "summary.json").write_text("{not json")
-    with pytest.raises(InputError, match=r"summary\.json: not the summary of a run"):
+    with pytest.raises(InputError, match=r"summary\.json:1: not the summary of a run"):
         EvalRun.from_folder(tmp_path)
     (tmp_path / "summary.json").write_text(json.dumps({"run_id": "x", "provenance": 3}))
     with pytest.raises(InputError, match="not the summary of a run"):

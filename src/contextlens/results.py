@@ -265,8 +265,12 @@ class EvalRun(BaseModel):
             raise InputError(f"not the summary of a run ({deep_message()})", file=str(summary))
         try:
             data = json.loads(text)
-        except ValueError as exc:  # not JSON
-            raise InputError(f"not the summary of a run ({exc})", file=str(summary)) from None
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"not the summary of a run (not JSON: {exc.msg} at column {exc.colno})",
+                file=str(summary),
+                line=exc.lineno,
+            ) from None
         if not isinstance(data, dict):
             raise InputError(
                 f"not the summary of a run (it holds a JSON {_json_kind(data)}, not an object)",

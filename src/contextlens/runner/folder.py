@@ -36,7 +36,8 @@ def new_run_id() -> str:
 
 @dataclass(frozen=True)
 class RunFolder:
-    """Where one run writes: ``<out>/<run_id>/``.
+    """Where one run writes: ``<out>/<run_id>/``; ``run_id`` is a run id
+    (:data:`contextlens.runfiles.RUN_ID`), else an :class:`InputError` at once.
 
     :func:`~contextlens.runner.evaluate` given a path makes one and completes it when the run
     ends; given a ``RunFolder`` it writes into it and leaves :meth:`complete` to the caller,
@@ -48,6 +49,7 @@ class RunFolder:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
+        check_run_id(self.run_id)  # read back from summary.json and OUT/latest, checked there
 
     @property
     def path(self) -> Path:

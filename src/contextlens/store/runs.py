@@ -44,7 +44,7 @@ from contextlens.errors import InputError
 from contextlens.provenance import DataFile, Provenance, current_provenance
 from contextlens.redact import redact
 from contextlens.results import EvalRun, ItemResult, MetricSummary, RecordedConfig
-from contextlens.runfiles import is_run_id
+from contextlens.runfiles import check_run_id, is_run_id
 from contextlens.store.records import (
     COMPLETED,
     FAILED,
@@ -278,7 +278,9 @@ class RunStore(Closing):
         command line that started it), this process's working folder, pid and host, and its
         provenance (the data file ``dataset`` of SHA-256 ``dataset_fingerprint``).
         :meth:`record` completes it, :meth:`fail` fails it; if the process dies first, it
-        reads back as ``interrupted``. Returns ``run_id``."""
+        reads back as ``interrupted``. Returns ``run_id``; an :class:`InputError` when it is
+        not a run id (:data:`contextlens.runfiles.RUN_ID`)."""
+        check_run_id(run_id)  # read back, it is checked: a store holds none it cannot read
         now = datetime.now(timezone.utc).replace(microsecond=0)  # as a run's started_at
         recorded = _config(config)
         data_file = (
@@ -345,6 +347,7 @@ class RunStore(Closing):
         run is ``completed``, and keeps the command and process :meth:`start` recorded (and
         the provenance, for a run that has none of its own).
         """
+        check_run_id(run.run_id)
         now = datetime.now(timezone.utc)
         recorded = run.config.with_extra(
             config.model_dump(exclude_unset=True) if isinstance(config, RecordedConfig) else config
