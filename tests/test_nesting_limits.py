@@ -179,6 +179,26 @@ def test_a_dict_given_in_python_too_deep_is_refused_before_any_case_is_scored(tm
     assert not list((tmp_path / "out").rglob("results.jsonl"))
 
 
+def session(meta: object) -> dict[str, object]:
+    turn = {"qa_id": "q1", "query": "When?", "assistant": "At 9.", "meta": meta}
+    return {
+        "session_id": "s1",
+        "assistant_id": "a",
+        "context": "Open at 9.",
+        "conversation": [turn],
+    }
+
+
+def test_a_session_whose_turn_is_too_deep_is_refused_in_a_file_and_in_python(run_cli, tmp_path):
+    path = tmp_path / "sessions.jsonl"
+    path.write_text(json.dumps(session({"x": nested(MAX_DEPTH)})) + "\n")
+    code, text = run_cli("run", path, "-m", "context", "--no-store", "--out", tmp_path / "out")
+    assert code == 2 and f"{path}:1: field 'conversation[0]': the value is {DEEP}" in text, text
+    with pytest.raises(InputError) as raised:
+        evaluate([session({"x": nested(5_000)})], ["context"], progress=False, cache=False)
+    assert raised.value.field == "conversation[0]" and DEEP in str(raised.value)
+
+
 def test_a_model_given_in_python_too_deep_or_cyclic_is_refused_when_made():
     with pytest.raises(ValidationError, match=f"meta.x.*{DEEP}"):
         ModelTestCase(input="q", meta={"x": nested(500)})

@@ -33,6 +33,7 @@ _PYTHON_TOKENS = re.compile(
     re.DOTALL,
 )
 _OPEN, _CLOSE = frozenset("[{("), frozenset("]})")
+_SCALARS = (str, bytes, bytearray, int, float, bool)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,8 @@ def value_too_deep(value: Any, limit: int = MAX_DEPTH) -> Deep | None:
     """Where ``value`` (lists, tuples, sets, dicts, numpy arrays) nests more than ``limit``
     of them inside one another, or None; walked without recursion (a model inside is a
     value of its own, checked when it is made)."""
+    if isinstance(value, _SCALARS) or value is None:  # most cells: nothing to walk
+        return None
     stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 0, ())]
     walked: dict[int, int] = {}  # container id -> the greatest depth it was walked at
     while stack:
@@ -118,13 +121,14 @@ def value_too_deep(value: Any, limit: int = MAX_DEPTH) -> Deep | None:
             continue
         walked[id(item)] = depth
         for key, child in children:
-            stack.append((child, depth, path if len(path) >= 2 else (*path, key)))
+            if not isinstance(child, _SCALARS) and child is not None:
+                stack.append((child, depth, path if len(path) >= 2 else (*path, key)))
     return None
 
 
 def _children(item: Any) -> Iterator[tuple[str | int, Any]] | None:
     """The members of a container with their keys, or None when ``item`` holds none."""
-    if isinstance(item, (str, bytes, bytearray, int, float, bool)) or item is None:
+    if isinstance(item, _SCALARS) or item is None:
         return None
     if isinstance(item, Mapping):
         return ((str(k), v) for k, v in item.items())

@@ -30,7 +30,7 @@ from contextlens.fields import (
     TEST_CASE_FIELDS,
     FieldTable,
 )
-from contextlens.nesting import deep_message, value_too_deep
+from contextlens.nesting import MAX_DEPTH, deep_message
 
 __all__ = [
     "Batch",
@@ -48,29 +48,69 @@ __all__ = [
 ]
 
 
-def _unwritable(value: Any, where: str) -> str | None:
-    """Where ``value`` holds text that cannot be written as UTF-8 (a lone surrogate such as
-    ``"\\ud800"`` from a JSON escape), or None; walked without recursion, in order."""
-    stack: list[tuple[str, Any]] = [(where, value)]
+def _unfit(value: Any, where: str) -> str | None:
+    """What keeps ``value`` from being written into a run's files and read back, or None:
+    text that is not valid UTF-8 (a lone surrogate such as ``"\\ud800"`` from a JSON
+    escape), or lists, objects and models nested more than :data:`MAX_DEPTH` deep (a cycle
+    among them too). Walked without recursion."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return None
+    if isinstance(value, str):
+        return _bad_text(value, where)
+    stack: list[tuple[str, Any, int]] = [(where, value, 0)]
     while stack:
-        at, item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                return f"{at}: the text holds {item[exc.start]!r} at position {exc.start}"
-            continue
+        at, item, depth = stack.pop()
         if isinstance(item, BaseModel):
             item = dict(item)
         if isinstance(item, dict):
-            items = [(f"{at}.{k}" if at else str(k), v) for k, v in item.items()]
-            items += [(f"{at} (a key)", k) for k in item]
-        elif isinstance(item, (list, tuple)):
-            items = [(f"{at}[{i}]", v) for i, v in enumerate(item)]
+            members: list[tuple[Any, Any]] = [(str(k), v) for k, v in item.items()]
+            members += [(_KEY, k) for k in item]
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            members = list(enumerate(item))
         else:
             continue
-        stack.extend(reversed(items))
+        if depth >= MAX_DEPTH:
+            return f"{_first_levels(at)}: {deep_message()}"
+        for key, child in reversed(members):
+            if child is None or isinstance(child, (bool, int, float)):
+                continue
+            if isinstance(child, str):
+                found = None if child.isascii() else _bad_text(child, _member(at, key))
+                if found is not None:
+                    return found
+            else:
+                stack.append((_member(at, key), child, depth + 1))
     return None
+
+
+_KEY = object()  # a dict's key, checked as its members are
+
+
+def _member(at: str, key: Any) -> str:
+    """The path of a member: ``at[3]``, ``at.name``, or ``at (a key)``."""
+    if key is _KEY:
+        return f"{at} (a key)"
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f"{at}[{key}]"
+    return f"{at}.{key}" if at else str(key)
+
+
+def _bad_text(text: str, at: str) -> str | None:
+    """Why ``text`` cannot be written as UTF-8 (a lone surrogate), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            "not valid Unicode, so it cannot be written: "
+            f"{at}: the text holds {text[exc.start]!r} at position {exc.start}"
+        )
+    return None
+
+
+def _first_levels(path: str) -> str:
+    """``meta.x[0][0]...``: the field and its first key or position (``meta.x``)."""
+    found = re.match(r"[^.\[]*(?:\.[^.\[]*|\[\d+\])?", path)
+    return found.group() if found else path
 
 
 class CaseModel(BaseModel):
@@ -106,13 +146,9 @@ class CaseModel(BaseModel):
     @model_validator(mode="after")
     def _writable(self) -> CaseModel:
         for name in type(self).model_fields:
-            deep = value_too_deep(getattr(self, name))
-            if deep is not None:
-                raise ValueError(f"{deep.field(name)}: {deep_message()}")
-        for name in type(self).model_fields:
-            found = _unwritable(getattr(self, name), name)
+            found = _unfit(getattr(self, name), name)
             if found is not None:
-                raise ValueError(f"not valid Unicode, so it cannot be written: {found}")
+                raise ValueError(found)
         return self
 
     @model_validator(mode="before")

@@ -9,14 +9,7 @@ from typing import Any
 
 from contextlens.errors import InputError
 from contextlens.fields import INTERACTION_FIELDS, SESSION_FIELDS
-from contextlens.loaders.cells import (
-    check_depth,
-    first_time,
-    is_csv,
-    typed_cell,
-    unit_of,
-    validate,
-)
+from contextlens.loaders.cells import first_time, is_csv, typed_cell, unit_of, validate
 from contextlens.loaders.columns import META, Columns, check_keys, split_meta
 from contextlens.loaders.rows import RowSource
 from contextlens.retriever import null_message
@@ -35,7 +28,6 @@ def session_object(raw: Mapping[str, Any], file: str, line: int) -> Dataset:
     those of its interactions checked; its conversation given as text is read as a JSON
     array or a Python list."""
     check_keys(raw, _SESSION_KEYS, file, line)
-    check_depth(raw, file, line)
     own, meta = split_meta(raw, file, line)
     turns = typed_cell(own.get("conversation"), "interactions", "conversation", file, line)
     if isinstance(turns, list):
@@ -104,7 +96,6 @@ def sessions_from_rows(source: RowSource, *, keep: bool = True) -> list[tuple[in
     groups: dict[str, _Group] = {}
     for line, row in source.rows:
         columns.check(row, line)
-        check_depth(row, file, line)
         own, meta = split_meta(row, file, line)
         cells = {k: typed_cell(v, _row_type(k), k, file, line) for k, v in own.items()}
         for key in _REQUIRED:

@@ -8,14 +8,7 @@ from typing import Any
 
 from contextlens.errors import InputError
 from contextlens.fields import TEST_CASE_FIELDS
-from contextlens.loaders.cells import (
-    blank,
-    check_depth,
-    first_time,
-    typed_cell,
-    validate,
-    why_absent,
-)
+from contextlens.loaders.cells import blank, first_time, typed_cell, validate, why_absent
 from contextlens.loaders.columns import META, Columns, split_meta, unknown_column
 from contextlens.loaders.rows import RowSource
 from contextlens.schemas import ModelTestCase
@@ -35,7 +28,6 @@ def test_case(row: Mapping[str, Any], file: str | None, line: int) -> ModelTestC
     the user's own data is the ``meta`` object (or ``additional_metadata`` / ``metadata``)
     merged with the ``meta.NAME`` / ``meta_NAME`` columns."""
     file = file or "<rows>"
-    check_depth(row, file, line)
     own, meta = split_meta(row, file, line, names=_META_NAMES)
     mapped: dict[str, Any] = {}
     given_as: dict[str, str] = {}

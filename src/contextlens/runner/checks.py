@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from contextlens.errors import InputError
 from contextlens.fields import unmet_requirement
 from contextlens.loaders import FRAME, is_frame, numbered_frame, session_object, test_case
+from contextlens.loaders.cells import check_depth
 from contextlens.runner.binding import BoundMetric
 from contextlens.schemas import Dataset, ModelTestCase
 
@@ -53,6 +54,7 @@ def as_case(raw: Any, index: int) -> Case:
             f"case {index}: expected a Dataset, a ModelTestCase or a dict, got {type(raw).__name__}"
         )
     try:
+        check_depth(raw, "", index)  # before anything walks it (files were checked as text)
         if "conversation" in raw:
             return session_object(raw, "", index)
         return test_case(raw, "", index)
