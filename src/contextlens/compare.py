@@ -561,6 +561,14 @@ def _compare_metric(
             f"case ids repeated within a run are ambiguous and not paired: "
             f"{len(dup_a)} in A, {len(dup_b)} in B"
         )
+    moved = [x.diff for x in pairs if x.diff]
+    if moved and tolerance.basis != "given" and max(map(abs, moved)) <= tolerance.value:
+        notes.append(
+            f"no case moved beyond the tolerance (±{tolerance.value:.3f}): no single case's "
+            "move stands out of the noise, and the mean difference and its interval say how B "
+            "differs; repeat the judgements (--repeats) to measure the noise, or give a "
+            "tolerance (--tolerance)"
+        )
     mean_a = mean_b = mean_diff = ci_low = ci_high = p = None
     d = np.zeros(0)
     if n:
