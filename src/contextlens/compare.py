@@ -72,6 +72,9 @@ __all__ = [
     "PairedDiff",
     "Tolerance",
     "compare",
+    "run_folder",
+    "side_label",
+    "tolerance_of",
 ]
 
 Change = Literal[
@@ -342,7 +345,7 @@ def _load(run: Any, store: Any) -> Any:
     return open_run(run, store) if isinstance(run, (str, os.PathLike)) else run
 
 
-def _folder(run: EvalRun) -> str | None:
+def run_folder(run: EvalRun) -> str | None:
     """The run's folder, its links resolved (``OUT/latest`` as the run's own folder)."""
     if not run.out_dir:
         return None
@@ -414,8 +417,8 @@ def compare(
         run_b=b_run.run_id,
         label_a=a_run.name,
         label_b=b_run.name,
-        folder_a=_folder(a_run),
-        folder_b=_folder(b_run),
+        folder_a=run_folder(a_run),
+        folder_b=run_folder(b_run),
         warnings=differences(a_run, b_run, only_a=len(only_a), only_b=len(only_b)),
         mc_samples=int(mc_samples),
         ci_level=ci_level,
