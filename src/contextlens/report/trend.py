@@ -34,6 +34,7 @@ class RunLabel:
     name: str
     tags: str
     run_id: str
+    tag_items: tuple[str, ...] = ()
 
     @property
     def full(self) -> str:
@@ -74,6 +75,7 @@ def run_labels(runs: Sequence[RunPoint]) -> list[RunLabel]:
                 name=run.name or "",
                 tags=" ".join(f"{k}={v}" for k, v in run.tags.items()),
                 run_id=run.run_id,
+                tag_items=tuple(f"{k}={v}" for k, v in run.tags.items()),
             )
         )
     return labels
