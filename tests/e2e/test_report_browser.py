@@ -707,9 +707,18 @@ def test_from_a_regression_to_its_a_b_view_in_one_click(browser, tmp_path) -> No
     folder.mkdir()
     page = write_comparison(comparison, folder)
     _open(browser, page)
-    verdict = browser.find_element(By.CSS_SELECTOR, "[data-comparison-row] [data-field=verdict]")
-    box = browser.execute_script("return arguments[0].getBoundingClientRect()", verdict)
-    assert box["right"] <= browser.execute_script("return innerWidth")  # not clipped
+    # the summary fits its card at 1200 pixels: no verdict cut off, nothing to scroll to
+    browser.set_window_size(1200, 1600)
+    wrap = browser.find_element(By.CSS_SELECTOR, ".summary-wrap")
+    assert browser.execute_script(
+        "return arguments[0].scrollWidth <= arguments[0].clientWidth", wrap
+    )
+    edge = wrap.rect["x"] + wrap.rect["width"]
+    for verdict in browser.find_elements(
+        By.CSS_SELECTOR, "[data-comparison-row] [data-field=verdict]"
+    ):
+        assert verdict.rect["x"] + verdict.rect["width"] <= edge and verdict.text
+    browser.set_window_size(1280, 1600)
     rows = browser.find_elements(By.CSS_SELECTOR, "#changes tr[data-change]")
     assert [r.get_attribute("data-case") for r in rows[:2]] == [HOSTILE, "case-00011"]
     assert [r.get_attribute("data-regression") for r in rows] == ["true", "true", "false"]
