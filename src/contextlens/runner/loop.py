@@ -161,10 +161,12 @@ class RunLoop:
             return not_run_item(ident, b.key, "not run: a dry run")
         start = time.perf_counter()
         try:
-            runs = self.repeats if b.services.judge is not None else 1
-            items = [await score_item(b, case, ident, r, self.ledger) for r in range(runs)]
-            stopped = next((i for i in items if i.not_run is not None), None)
-            return stopped or merge_repeats(items, b.pass_mark)
+            items: list[ItemResult] = []
+            for repeat in range(self.repeats if b.services.judge is not None else 1):
+                items.append(await score_item(b, case, ident, repeat, self.ledger))
+                if items[-1].not_run is not None:  # the cap: no further repeat is paid for
+                    return items[-1]
+            return merge_repeats(items, b.pass_mark)
         finally:
             self.tallies[b.key].seconds += time.perf_counter() - start
 
@@ -241,7 +243,7 @@ async def score_item(
     token = current_repeat.set(repeat)
     key: MetricKey = b.key
     try:
-        with attribute(ledger, key, ident):
+        with attribute(ledger, key, ident, b.judge_name):
             result = await b.metric.score(case, b.services)
         return item_of(ident, key, b.judge_name, result, b.pass_mark)
     except JudgeUnreachable:  # not this item's fault: the run stops

@@ -143,7 +143,10 @@ def run(
     if result is None:  # a dry run: its estimate is printed
         return
     plan.outputs.write(result)
-    verdict = gate(result, plan.gates, args.max_failures)
+    from contextlens.engine.cache import keeps_replies
+
+    cached = keeps_replies(plan.config.cache)  # how a run its cost cap stopped goes on
+    verdict = gate(result, plan.gates, args.max_failures, cached=cached)
     for said in verdict.lines:
         err.print(said)
     if verdict.status:

@@ -43,11 +43,12 @@ class Verdict:
     lines: list[Text] = field(default_factory=list)
 
 
-def gate(run: EvalRun, gates: Sequence[Gate], max_failures: str) -> Verdict:
+def gate(run: EvalRun, gates: Sequence[Gate], max_failures: str, *, cached: bool = True) -> Verdict:
     """The verdict on ``run``: stopped by its cost cap, else its failures against
-    ``max_failures``, then its ``gates`` (each a :class:`~contextlens.runner.Gate`)."""
+    ``max_failures``, then its ``gates`` (each a :class:`~contextlens.runner.Gate`);
+    ``cached``: whether the run kept its judges' replies (how a stopped run goes on)."""
     if run.stopped is not None:  # a partial run: its gates would judge part of the data
-        return Verdict(STOPPED, stopped_lines(run))
+        return Verdict(STOPPED, stopped_lines(run, cached=cached))
     missed = [why for why in (g.missed(run) for g in gates) if why is not None]
     said = [line(Text("threshold missed ", style=RED), problem) for problem in missed]
     too_many = failure_gate(run, max_failures)
