@@ -243,12 +243,12 @@ def caps(monkeypatch):
     return made
 
 
-@pytest.mark.parametrize("concurrency", [1, 16])
-def test_a_capped_run_spends_most_of_its_cap_on_every_metric(concurrency, caps):
+@pytest.mark.parametrize(("cap", "concurrency"), [(0.003, 1), (0.01, 1), (0.01, 16)])
+def test_a_capped_run_spends_most_of_its_cap_on_every_metric(cap, concurrency, caps):
     """Calls wait for room rather than stop the run while others are in flight, and the
-    metrics take turns: at any concurrency the run spends at least 80% of its cap, every
-    metric gets its share of the calls, and the cap, the ledger and the server agree."""
-    cap = 0.01
+    metrics take turns (for room and for slots): at any concurrency the run spends at least
+    80% of its cap, every metric gets its share of the calls, even one whose calls come a
+    little after the others', and the cap, the ledger and the server agree."""
     with FakeOpenAIServer(reply=every_reply, latency=0.02) as server:
         judge = f"{server.base_url}#{MODEL}?concurrency={concurrency}"
         run = evaluate(rag_cases(45), JUDGED, judge=judge, cache=False, max_cost=cap,

@@ -13,13 +13,17 @@ A call is sent when what is spent, what the calls in flight have reserved and it
 reservation stay within the cap. When they do not, the call waits (:class:`CostCapBusy`,
 which :func:`~contextlens.engine.retry.call_with_retry` waits out) for calls in flight to
 settle; it is refused (:class:`CostCapReached`, its item is not run) only when what is
-already spent leaves too little for it, which no settling can change. Waiting calls go in a
-fair order: first those of an item that already had a call (its next step, a re-ask, a
-retry), then those of the metric that has had the fewest items so far, then the oldest; a
-later call never passes a waiting one, so the large calls of one metric are not starved by
-the small calls of another. What is spent therefore never passes the cap unless a backend
-reports more than the model's price allows (then that is charged, and the cap sends no
-further call it cannot cover).
+already spent leaves too little for it, which no settling can change. From then on the run
+starts no new case (:attr:`CostCap.reached`); the calls of cases under way that still fit
+are sent. Waiting calls go in a fair order: first those of an item that already had a call
+(its next step, a re-ask, a retry), then those of the metric that has had the fewest items
+so far, then the oldest; no call is sent ahead of a waiting call that comes before it in
+that order, so the large calls of one metric are not starved by the small calls of another. A run under a cap orders its calls waiting for a judge's slot
+the same way (:meth:`CostCap.place`), so a metric whose calls come a little later than the
+others' still has its turn before the cap binds.
+
+What is spent therefore never passes the cap unless a backend reports more than the model's
+price allows (then that is charged, and the cap sends no further call it cannot cover).
 """
 
 from __future__ import annotations
@@ -242,11 +246,24 @@ class CostCap:
             raise CostCapReached(self.limit, self.spent, amount)
         raise CostCapBusy(self, ticket)
 
+    def place(self) -> Callable[[], tuple[bool, int, int]]:
+        """The place in line of the current call (its metric's and item's) as a function of
+        the cap's state: the same order as calls waiting for room, for calls waiting for a
+        slot of their judge (see :class:`~contextlens.engine.limiter.Turns`)."""
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        metric, item = current_metric.get(), (current_case.get(), current_repeat.get())
+        return lambda: self._rank(metric, item, seq)
+
     def _order(self, ticket: _Ticket) -> tuple[bool, int, int]:
+        return self._rank(ticket.metric, ticket.item, ticket.seq)
+
+    def _rank(self, metric: str, item: tuple[str, int], seq: int) -> tuple[bool, int, int]:
         """Who goes first: the next call of an item under way, then the metric with the
         fewest items so far, then the oldest."""
-        started = (ticket.metric, *ticket.item) in self._recent
-        return (not started, self.items.get(ticket.metric, 0), ticket.seq)
+        started = (metric, *item) in self._recent
+        return (not started, self.items.get(metric, 0), seq)
 
     def _admit(self) -> list[_Ticket]:
         """Grant or refuse waiting calls in their order while each is decided (lock held):

@@ -18,6 +18,7 @@ from typing import Any
 from contextlens.engine.accounting import UNATTRIBUTED, Ledger, attribute
 from contextlens.engine.budget import CostCap, CostCapReached, current_cap
 from contextlens.engine.cache import current_repeat
+from contextlens.engine.limiter import current_turns
 from contextlens.engine.reach import JudgeUnreachable
 from contextlens.files import OutputError
 from contextlens.results import EvalRun, ItemResult
@@ -95,6 +96,7 @@ class RunLoop:
         finished and written first. Raises what stopped the run: a result that could not be
         written, then a judge that cannot be reached."""
         cap_token = current_cap.set(self.cap)  # every task the run starts calls within the cap
+        turns_token = current_turns.set(self.cap)  # and its metrics take turns for slots
         heartbeat = asyncio.create_task(self.beat())
         try:
             with self.bar if self.bar is not None else nullcontext():
@@ -102,6 +104,7 @@ class RunLoop:
         finally:
             self.sink.close()
             heartbeat.cancel()
+            current_turns.reset(turns_token)
             current_cap.reset(cap_token)
         if self.sink.failed is not None:  # nothing more was sent once a write failed
             raise self.sink.failed
