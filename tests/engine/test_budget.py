@@ -179,3 +179,16 @@ def test_a_reported_usage_past_the_reservation_is_charged_whole():
     assert cap.spent == 100.0 and cap.left == 0.0
     with pytest.raises(CostCapReached), cap.spending(UNIT, tokens(1)):
         pass
+
+
+def test_a_call_that_would_wait_outside_an_event_loop_is_told_so_and_holds_nothing():
+    cap = cap_of(3.0)
+    with (
+        cap.spending(UNIT, tokens(2)),
+        pytest.raises(RuntimeError, match="event loop"),
+        cap.spending(UNIT, tokens(2)),
+    ):
+        pass
+    assert (cap.spent, cap.reserved) == (2.0, 0.0)
+    with cap.spending(UNIT, tokens(1)) as call:  # nothing was left waiting in line
+        call.release()

@@ -18,9 +18,10 @@ starts no new case (:attr:`CostCap.reached`); the calls of cases under way that 
 are sent. Waiting calls go in a fair order: first those of an item that already had a call
 (its next step, a re-ask, a retry), then those of the metric that has had the fewest items
 so far, then the oldest; no call is sent ahead of a waiting call that comes before it in
-that order, so the large calls of one metric are not starved by the small calls of another. A run under a cap orders its calls waiting for a judge's slot
-the same way (:meth:`CostCap.place`), so a metric whose calls come a little later than the
-others' still has its turn before the cap binds.
+that order, so the large calls of one metric are not starved by the small calls of another.
+A run under a cap orders its calls waiting for a judge's slot the same way
+(:meth:`CostCap.place`), so a metric whose calls come a little later than the others' still
+has its turn before the cap binds.
 
 What is spent therefore never passes the cap unless a backend reports more than the model's
 price allows (then that is charged, and the cap sends no further call it cannot cover).
@@ -216,7 +217,7 @@ class CostCap:
     def _reserve(self, model: str | None, worst: Usage) -> Spend:
         cost = self.prices.cost(model, worst)
         amount = cost if cost is not None else math.inf
-        held = _held.get()
+        held, loop = _held.get(), _running_loop()
         with self._lock:
             if (
                 held is not None
@@ -235,10 +236,14 @@ class CostCap:
             )
             self._queue.append(ticket)
             decided = self._admit()
-            if ticket.state is _State.WAITING:
-                ticket.loop = asyncio.get_running_loop()
-                ticket.future = ticket.loop.create_future()
+            if ticket.state is _State.WAITING and loop is not None:
+                ticket.loop, ticket.future = loop, loop.create_future()
+            elif ticket.state is _State.WAITING:  # nothing to wait on outside an event loop
+                self._queue.remove(ticket)
+                ticket.state = _State.WITHDRAWN
         self._wake(decided)
+        if ticket.state is _State.WITHDRAWN:
+            raise RuntimeError("a call that waits for room under the cost cap needs an event loop")
         if ticket.state is _State.GRANTED:
             ticket.state = _State.USED
             return Spend(self, model, amount)
