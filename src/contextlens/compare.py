@@ -47,9 +47,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -58,6 +56,16 @@ from pydantic import BaseModel, Field, PrivateAttr
 from contextlens.comparability import Difference, differences
 from contextlens.results import EvalRun, ItemResult
 from contextlens.stats import BayesianMode, bayesian_bootstrap_means
+from contextlens.stats.tolerance import (
+    MIN_SPREAD_PAIRS,
+    MIN_TOLERANCE,
+    Given,
+    Repeats,
+    Tolerance,
+    check_tolerance,
+    given_for,
+    tolerance_of,
+)
 from contextlens.store.open import open_run
 
 __all__ = [
@@ -95,33 +103,6 @@ _ORDER: dict[str, int] = {kind: i for i, kind in enumerate(get_args(Change))}
 
 BETTER_AT = 0.95
 """Default ``threshold``: P(B better) at or above it is "better", at or below 1 - it "worse"."""
-
-MIN_TOLERANCE = 0.001
-"""The smallest tolerance a comparison finds for itself: scores are shown to three decimals."""
-
-MIN_SPREAD_PAIRS = 10
-"""Paired differences needed to read the noise from their spread (without repeats)."""
-
-#: The scale that makes a median absolute deviation a standard deviation under normal noise.
-MAD_SCALE = 1.4826
-
-Basis = Literal["given", "repeats", "differences", "floor"]
-
-
-class Tolerance(BaseModel):
-    """How far a case's score may move between A and B and still count as unchanged.
-
-    ``value``: the tolerance; ``basis``: how it was found (``given`` by the caller,
-    ``repeats``: the noise of the repeated judgements, ``differences``: the spread of the
-    paired differences, ``floor``: :data:`MIN_TOLERANCE`, when neither measures any noise);
-    ``noise``: the standard deviation of one case's difference it was derived from;
-    ``how``: the rule, said in a sentence.
-    """
-
-    value: float
-    basis: Basis
-    how: str
-    noise: float | None = None
 
 
 class PairedDiff(BaseModel):
@@ -288,29 +269,6 @@ def side_label(run_id: str, name: str | None) -> str:
 _Side = dict[str, dict[str, list[float | None]]]  # metric -> case_id -> scores (None: failed)
 
 
-@dataclass
-class _Repeats:
-    """One run's repeated judgements of one metric: per item judged twice or more, the
-    sample variance of its repeats and their number."""
-
-    variances: list[float]
-    counts: list[int]
-
-    @property
-    def single(self) -> float:
-        """The variance of one judgement, pooled over the items."""
-        return float(np.mean(self.variances))
-
-    @property
-    def of_mean(self) -> float:
-        """The variance of an item's score (the mean of its repeats), pooled over the items."""
-        return float(np.mean(np.array(self.variances) / np.array(self.counts)))
-
-    @property
-    def per_item(self) -> float:
-        return float(np.mean(self.counts))
-
-
 def _score(item: ItemResult) -> float | None:
     s = item.score
     if item.error is not None or s is None or not math.isfinite(s):
@@ -318,19 +276,19 @@ def _score(item: ItemResult) -> float | None:
     return float(s)
 
 
-def _collect(results: Iterable[ItemResult]) -> tuple[_Side, dict[str, _Repeats]]:
+def _collect(results: Iterable[ItemResult]) -> tuple[_Side, dict[str, Repeats]]:
     """Each metric's scores by case id, and its repeated judgements; items the metric does
     not apply to, or that the run stopped before, are left out (neither scored nor failed,
     so neither paired nor unpaired)."""
     side: _Side = {}
-    repeats: dict[str, _Repeats] = {}
+    repeats: dict[str, Repeats] = {}
     for item in results:
         if item.not_applicable is None and item.not_run is None:
             score = _score(item)
             side.setdefault(item.metric, {}).setdefault(item.case_id, []).append(score)
             judged = [float(v) for v in item.repeats or [] if v is not None and math.isfinite(v)]
             if score is not None and len(judged) > 1:
-                found = repeats.setdefault(item.metric, _Repeats([], []))
+                found = repeats.setdefault(item.metric, Repeats([], []))
                 found.variances.append(float(np.var(judged, ddof=1)))
                 found.counts.append(len(judged))
     return side, repeats
@@ -351,20 +309,6 @@ def run_folder(run: EvalRun) -> str | None:
         return None
     path = Path(run.out_dir)
     return str(path.resolve()) if path.is_dir() else str(path.absolute())
-
-
-Given = float | Mapping[str, float] | None
-
-
-def _check_tolerance(tolerance: Given) -> None:
-    given = tolerance.values() if isinstance(tolerance, Mapping) else [tolerance]
-    for value in given:
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
-            raise TypeError(f"a tolerance must be a number, got {type(value).__name__}")
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"a tolerance must be a finite number >= 0, got {value!r}")
 
 
 def compare(
@@ -398,7 +342,7 @@ def compare(
         raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
     if not 0.5 < threshold < 1.0:
         raise ValueError(f"threshold must be strictly between 0.5 and 1, got {threshold!r}")
-    _check_tolerance(tolerance)
+    check_tolerance(tolerance)
     a_run, b_run = _load(run_a, store), _load(run_b, store)
     mode = BayesianMode(mc_samples=int(mc_samples), ci_level=ci_level, rng_seed=seed)
     (a_side, a_repeats), (b_side, b_repeats) = (
@@ -433,7 +377,7 @@ def compare(
                 threshold,
                 in_a=name in a_run.summaries or name in a_side,
                 in_b=name in b_run.summaries or name in b_side,
-                given=_given(tolerance, name),
+                given=given_for(tolerance, name),
                 repeats=(a_repeats.get(name), b_repeats.get(name)),
             ).model_copy(
                 update={
@@ -448,84 +392,6 @@ def compare(
     return comparison
 
 
-def _given(tolerance: Given, name: str) -> float | None:
-    if isinstance(tolerance, Mapping):
-        value = tolerance.get(name, tolerance.get("*"))
-        return None if value is None else float(value)
-    return None if tolerance is None else float(tolerance)
-
-
-def tolerance_of(
-    diffs: np.ndarray,
-    repeats: tuple[_Repeats | None, _Repeats | None],
-    ci_level: float,
-    given: float | None = None,
-) -> Tolerance:
-    """The tolerance of a metric (see the module docstring): ``given``, else ``z`` times
-    the noise of one case's difference, from the repeated judgements or from the spread of
-    the paired differences ``diffs``, at least :data:`MIN_TOLERANCE`."""
-    if given is not None:
-        return Tolerance(value=given, basis="given", how=f"±{given:g}, as given")
-    z = NormalDist().inv_cdf(0.5 + ci_level / 2)
-    ra, rb = repeats
-    noise: float | None = None
-    if ra is not None or rb is not None:
-        one = (ra or rb).single  # type: ignore[union-attr]  # one of them is there
-        var_a = ra.of_mean if ra is not None else one
-        var_b = rb.of_mean if rb is not None else one
-        noise = math.sqrt(var_a + var_b)
-        per = (
-            f"{ra.per_item:.3g} judgements a case in A" if ra else "one judgement a case in A"
-        ) + (f", {rb.per_item:.3g} in B" if rb else ", one in B")
-        spreads = "; ".join(
-            f"one judgement's standard deviation {math.sqrt(r.single):.3f} in {side}"
-            for side, r in (("A", ra), ("B", rb))
-            if r is not None
-        )
-        basis: Basis = "repeats"
-        source = (
-            f"the noise of a case's B − A measured by the repeated judgements ({per}; {spreads})"
-        )
-    elif diffs.size >= MIN_SPREAD_PAIRS:
-        noise = MAD_SCALE * float(np.median(np.abs(diffs - np.median(diffs))))
-        basis = "differences"
-        source = (
-            f"the noise of a case's B − A read from the spread of the {diffs.size} paired "
-            "differences (1.4826 × their median absolute deviation; no repeated judgements "
-            "measure it)"
-        )
-    else:
-        return Tolerance(
-            value=MIN_TOLERANCE,
-            basis="floor",
-            how=f"±{MIN_TOLERANCE:g}, the smallest: {diffs.size} paired case(s) are too few to "
-            f"read the noise from (at least {MIN_SPREAD_PAIRS}), and no run repeats its "
-            "judgements",
-        )
-    value = z * noise
-    if value < MIN_TOLERANCE:
-        why = (
-            f"the repeated judgements agree (their noise, {noise:.4f}, is below what three "
-            "decimals show)"
-            if basis == "repeats"
-            else f"more than half of the {diffs.size} paired differences are alike (their "
-            f"spread, {noise:.4f}, measures no noise)"
-        )
-        return Tolerance(
-            value=MIN_TOLERANCE,
-            basis="floor",
-            noise=noise,
-            how=f"±{MIN_TOLERANCE:g}, the smallest: {why}",
-        )
-    return Tolerance(
-        value=value,
-        basis=basis,
-        noise=noise,
-        how=f"±{value:.3f} = {z:.2f} × {noise:.4f}, {source}; {z:.2f} standard deviations "
-        f"hold {ci_level:.0%} of normal noise",
-    )
-
-
 def _compare_metric(
     name: str,
     a: dict[str, list[float | None]],
@@ -536,7 +402,7 @@ def _compare_metric(
     in_a: bool,
     in_b: bool,
     given: float | None = None,
-    repeats: tuple[_Repeats | None, _Repeats | None] = (None, None),
+    repeats: tuple[Repeats | None, Repeats | None] = (None, None),
 ) -> MetricComparison:
     dup_a = {c for c, v in a.items() if len(v) > 1}
     dup_b = {c for c, v in b.items() if len(v) > 1}
