@@ -1,4 +1,4 @@
-"""The report's plots: SVG drawn here, their text escaped."""
+"""The report's plots: SVG drawn here, their text masked and escaped."""
 
 from __future__ import annotations
 
@@ -6,12 +6,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import markupsafe
 import numpy as np
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
+from contextlens.redact import redact
 from contextlens.report.format import ci_text, finite, fmt_diff, fmt_score
 
 __all__ = ["diff_histogram", "interval_bar", "num", "score_histogram", "trend_plot"]
+
+
+def escape(value: object) -> Markup:
+    """A plot's text (a metric's or a run's name, a number) for SVG: masked, then escaped."""
+    return markupsafe.escape(redact(str(value)))
 
 
 @dataclass(frozen=True)
