@@ -1,12 +1,14 @@
-"""The screenshots of the Reports and CI page: a run report with a case opened, and a
-comparison of two runs.
+"""The screenshots of the Reports and CI page: the top of a run report, a case opened from
+its first worst-case link, and (with ``--compare``) a comparison of two runs.
 
-Run: .venv/bin/python docs/screenshots.py [--out docs]
+Run: .venv/bin/python docs/screenshots.py [--out docs] [--compare]
 
-Scores a few hundred shop-assistant cases offline twice (the second time with some answers
-made worse and one case left out), writes the run's report and the comparison page, and has
-headless Chromium (Debian's ``chromium`` and ``chromium-driver``, through Selenium) take
-``report.png`` (the cases, one opened on its chunks and verdicts) and ``compare.png``.
+Scores a few hundred shop-assistant cases offline, some answers made worse and one case left
+out (with ``--compare``, also as they were, and compares the two), writes the report, and has
+headless Chromium (Debian's ``chromium`` and ``chromium-driver``, through Selenium) take, 1400
+pixels wide, ``report.png`` (the top of the report: each metric's worst cases),
+``report-case.png`` (the case its first worst-case link opens, with its evidence over its
+texts) and, with ``--compare``, ``compare.png``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import WebDriverWait
 
 from contextlens import ModelTestCase, compare, evaluate
 from contextlens.report import write_report
@@ -98,21 +100,29 @@ def cases(worse: bool) -> list[ModelTestCase]:
     return out[:-1] if worse else out
 
 
+#: The width of every screenshot, in CSS pixels.
+WIDTH = 1400
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
+    parser.add_argument("--compare", action="store_true", help="also take compare.png")
     args = parser.parse_args()
-    metrics = ["contextual-relevancy", "context-precision"]
+    metrics = ["faithfulness", "contextual-relevancy", "context-precision"]
+    names = ["report.png", "report-case.png"] + (["compare.png"] if args.compare else [])
     with tempfile.TemporaryDirectory() as tmp:
-        before = evaluate(cases(False), metrics, cache=False, progress=False, out=tmp, name="shop")
-        after = evaluate(cases(True), metrics, cache=False, progress=False, out=tmp, name="shop")
-        report = write_report(before, Path(tmp) / "report.html", title="Shop assistant")
-        page = write_comparison(compare(before, after), tmp)
+        runs = [
+            evaluate(cases(worse), metrics, cache=False, progress=False, out=tmp, name="shop")
+            for worse in ([False, True] if args.compare else [True])
+        ]
+        after = runs[-1]
+        report = write_report(after, Path(tmp) / "report.html", title="Shop assistant")
         options = webdriver.ChromeOptions()
         options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
         for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"):
             options.add_argument(arg)
-        options.add_argument("--window-size=1200,1000")
+        options.add_argument(f"--window-size={WIDTH},1000")
         driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
         browser = webdriver.Chrome(service=Service(driver), options=options)
         wait = WebDriverWait(browser, 60)
@@ -120,22 +130,21 @@ def main() -> None:
         try:
             browser.get(report.as_uri())
             wait.until(lambda b: b.execute_script(ready))
-            Select(
-                browser.find_element(By.CSS_SELECTOR, "[data-role=status-filter]")
-            ).select_by_value("below")
-            row = browser.find_element(By.CSS_SELECTOR, "tr[data-case]")
-            row.click()
-            browser.execute_script(
-                "arguments[0].scrollIntoView()", browser.find_element(By.ID, "cases")
-            )
             browser.save_screenshot(str(args.out / "report.png"))
-            browser.get(page.as_uri())
-            wait.until(lambda b: b.execute_script(ready))
-            browser.set_window_size(1200, 1150)
-            browser.save_screenshot(str(args.out / "compare.png"))
+            browser.find_element(By.CSS_SELECTOR, "a[data-worst-case]").click()
+            view = browser.find_element(By.CSS_SELECTOR, "[data-role=case-view]")
+            wait.until(lambda b: view.is_displayed())
+            browser.set_window_size(WIDTH, 1500)  # down to the last chunk, its sentence marked
+            browser.save_screenshot(str(args.out / "report-case.png"))
+            if args.compare:
+                page = write_comparison(compare(runs[0], after), tmp)
+                browser.set_window_size(WIDTH, 1150)
+                browser.get(page.as_uri())
+                wait.until(lambda b: b.execute_script(ready))
+                browser.save_screenshot(str(args.out / "compare.png"))
         finally:
             browser.quit()
-    for name in ("report.png", "compare.png"):
+    for name in names:
         print(args.out / name, f"{(args.out / name).stat().st_size / 1024:.0f} KiB")
 
 

@@ -393,3 +393,42 @@ def test_compare_folders_says_where_the_runs_differ_and_trend_follows_a_name(
     assert "3 runs, oldest first" in text and (tmp_path / "trend.html").exists()
     code, text = run_cli("trend", first)
     assert code == 2 and "2 or more" in text
+
+
+def test_compare_writes_beside_the_runs_says_a_and_b_and_its_tolerance(
+    run_cli, tmp_path, cases_file, monkeypatch
+):
+    changed = tmp_path / "changed.jsonl"
+    rows = [json.loads(x) for x in cases_file.read_text().splitlines()]
+    rows[1]["actual_output"] = "Parking is free."
+    changed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for data in (cases_file, changed):
+        code, text = run_cli("run", data, "-m", "context-precision", "--out", tmp_path / "o",
+                             "-q", "--name", "beside")  # fmt: skip
+        assert code == 0, text
+    first, second = (i.run_id for i in reversed(RunStore().list_runs(name="beside")))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, text = run_cli("compare", first, second)
+    assert code == 0, text
+    page = tmp_path / "o" / "comparisons" / f"compare-{first}-{second}.html"
+    assert page.exists() and not (elsewhere / "contextlens-out").exists()  # beside the runs
+    assert f"A = beside ({first}), B = beside ({second}); B - A" in text
+    assert "tolerance context-precision: ±0.001, the smallest: 3 paired case(s) are too few" in text
+    assert re.search(r"c1\s+│?\s*context-precision.*regressed", text), text
+    html = page.read_text()
+    assert f"contextlens comparison: A = beside ({first}), B = beside ({second})" in html
+    links = json.loads(html.split('id="cl-changes">')[1].split("</script>")[0])["reports"]
+    assert links == {"a": f"../{first}/report.html", "b": f"../{second}/report.html"}
+    # a tolerance given: the drop is within it; where the page goes, as --out says
+    code, text = run_cli("compare", first, second, "--tolerance", "context-precision=1",
+                         "--out", tmp_path / "given.html")  # fmt: skip
+    assert code == 0, text
+    assert "tolerance context-precision: ±1, as given; 1 case(s) within it" in text
+    assert not re.search(r"c1\s+│?\s*context-precision", text), text  # no change to list
+    assert (tmp_path / "given.html").exists()
+    for bad, said in (("x=abc", "--tolerance expects"), ("-1", "--tolerance expects"),
+                      ("nope=0.1", "a tolerance for no metric of the runs: ['nope']")):  # fmt: skip
+        code, text = run_cli("compare", first, second, "--tolerance", bad)
+        assert code == 2 and said in text, text

@@ -1,4 +1,5 @@
-"""Paired comparison of two runs: pairing, counting, statistics, verdicts, determinism."""
+"""Paired comparison of two runs: pairing, counting, statistics, verdicts, determinism, and
+the tolerance a case's move must pass to count as a regression or an improvement."""
 
 from __future__ import annotations
 
@@ -199,6 +200,111 @@ def test_argument_checks():
 
 
 # -- what changed, case by case; where the runs differ ---------------------------------------
+
+
+def with_repeats(run: EvalRun, spread: dict[str, float]) -> EvalRun:
+    """``run`` with each scored item judged three times, ``score`` -/+ ``spread[metric]``."""
+    for item in run.results:
+        if item.score is not None:
+            d = spread[item.metric]
+            item.repeats = [item.score - d, item.score, item.score + d]
+            item.spread = float(np.std(item.repeats))
+    run.repeats = 3
+    return run
+
+
+def test_a_move_within_the_noise_of_the_differences_is_no_regression():
+    # every case moves a little (uniform in +-0.02); five drop by 0.3
+    base = noisy(100, 1)
+    wobble = np.random.default_rng(5).uniform(-0.02, 0.02, 100)
+    moved = {c: v + w for (c, v), w in zip(base.items(), wobble, strict=True)}
+    dropped = ["c010", "c020", "c030", "c040", "c050"]
+    for c in dropped:
+        moved[c] -= 0.3
+    m = compare(make_run("a", {"m": base}), make_run("b", {"m": moved})).metric("m")
+    t = m.tolerance
+    assert t is not None and t.basis == "differences"
+    mad = np.median(
+        np.abs(np.array([p.diff for p in m.pairs]) - np.median([p.diff for p in m.pairs]))
+    )
+    assert t.noise == pytest.approx(1.4826 * mad)
+    assert t.value == pytest.approx(1.959964 * t.noise, rel=1e-5)
+    assert 0.02 < t.value < 0.3  # above the wobble, below the drops
+    assert sorted(c.case_id for c in m.regressions) == dropped
+    assert m.improvements == []
+    assert m.n_within_noise == 95
+    assert all(c.within_noise and c.change == "unchanged" for c in m.changes[5:])
+    assert "1.96" in t.how and "100 paired differences" in t.how and "median absolute" in t.how
+
+
+def test_the_noise_of_repeated_judgements_sets_the_tolerance():
+    a_scores = {f"c{i}": 0.5 for i in range(20)}
+    b_scores = {**a_scores, "c0": 0.44, "c1": 0.56, "c2": 0.39, "c3": 0.62}
+    a = with_repeats(make_run("a", {"m": a_scores}), {"m": 0.05})
+    b = with_repeats(make_run("b", {"m": b_scores}), {"m": 0.05})
+    m = compare(a, b).metric("m")
+    t = m.tolerance
+    # each judgement varies by a sample variance of 0.05**2; an item's mean of three by a
+    # third of it; the difference of two such means by twice that
+    noise = np.sqrt(2 * 0.05**2 / 3)
+    assert t.basis == "repeats" and t.noise == pytest.approx(noise)
+    assert t.value == pytest.approx(1.959964 * noise, rel=1e-5)  # 0.080
+    assert [(c.case_id, c.change) for c in m.changes[:2]] == [
+        ("c2", "regressed"),
+        ("c3", "improved"),
+    ]
+    assert {(c.case_id, c.change) for c in m.changes[2:4]} == {
+        ("c0", "unchanged"),
+        ("c1", "unchanged"),
+    }
+    assert m.changes[2].within_noise and m.n_within_noise == 2
+    assert "3 judgements a case in A, 3 in B" in t.how
+    # a run without repeats counts one judgement, as noisy as one of the other run's
+    plain = make_run("b", {"m": b_scores})
+    one_side = compare(a, plain).metric("m").tolerance
+    assert one_side.noise == pytest.approx(np.sqrt(0.05**2 / 3 + 0.05**2))
+    assert "one in B" in one_side.how
+    # judgements that agree measure no noise: the smallest tolerance
+    same = {"m": 0.0}
+    agreeing = compare(
+        with_repeats(make_run("a", {"m": a_scores}), same),
+        with_repeats(make_run("b", {"m": b_scores}), same),
+    ).metric("m")
+    assert agreeing.tolerance.basis == "floor" and agreeing.tolerance.value == 0.001
+    assert "the repeated judgements agree" in agreeing.tolerance.how
+    assert len(agreeing.regressions) == 2
+
+
+def test_the_smallest_tolerance_when_no_noise_is_measured():
+    scores = noisy(30, 1)
+    changed = {**scores, "c001": scores["c001"] - 0.0015, "c002": scores["c002"] + 0.0004}
+    m = compare(make_run("a", {"m": scores}), make_run("b", {"m": changed})).metric("m")
+    assert m.tolerance.basis == "floor" and m.tolerance.value == 0.001
+    assert "more than half of the 30 paired differences are alike" in m.tolerance.how
+    assert [c.case_id for c in m.regressions] == ["c001"] and m.n_within_noise == 1
+    few = compare(make_run("a", {"m": {"c1": 0.5}}), make_run("b", {"m": {"c1": 0.4}}))
+    assert few.metric("m").tolerance.basis == "floor"
+    assert "too few" in few.metric("m").tolerance.how
+
+
+def test_a_given_tolerance_for_every_metric_or_by_name():
+    a = make_run("a", {"x": {"c1": 0.5, "c2": 0.5}, "y": {"c1": 0.5, "c2": 0.5}})
+    b = make_run("b", {"x": {"c1": 0.45, "c2": 0.3}, "y": {"c1": 0.45, "c2": 0.3}})
+    every = compare(a, b, tolerance=0.1)
+    assert [len(m.regressions) for m in every.metrics] == [1, 1]
+    assert every.metric("x").tolerance.how == "±0.1, as given"
+    named = compare(a, b, tolerance={"x": 0.3, "*": 0.0})
+    assert [len(m.regressions) for m in named.metrics] == [0, 2]
+    assert named.metric("y").tolerance.basis == "given"
+    only_x = compare(a, b, tolerance={"x": 0.3}).metric("y").tolerance
+    assert only_x.basis == "floor"
+    with pytest.raises(ValueError, match=r"no metric of the runs: \['z'\]"):
+        compare(a, b, tolerance={"z": 0.1})
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(ValueError, match="finite number >= 0"):
+            compare(a, b, tolerance=bad)
+    with pytest.raises(TypeError, match="must be a number"):
+        compare(a, b, tolerance="0.1")  # type: ignore[arg-type]
 
 
 def test_changes_list_regressions_first_largest_first():

@@ -5,6 +5,7 @@ call and estimates what the run then spends on the fake server; ``--max-cost`` /
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import math
 import xml.etree.ElementTree as ET
@@ -24,8 +25,10 @@ from contextlens.metrics.contextual_relevancy import (
     ContextualRelevancyScorer,
     reply_schema,
 )
+from contextlens.results import EvalRun
 from contextlens.testing import FakeOpenAIServer
 from support.context import make_session
+from support.rag import rule_reply as claims_reply
 from support.relevancy import REFUND, SHIPPING, facts, rule_reply
 
 MODEL = "cost-test-judge"  # unknown to any tokenizer: counted as characters / 4, as the server
@@ -46,6 +49,26 @@ def reply(request: dict) -> str:
     if "[1] " in user:
         return json.dumps(rule_reply(user, reason=WHY))
     return json.dumps({"reason": WHY, "score": 0.7})
+
+
+def every_reply(request: dict) -> str:
+    """:func:`reply`, with the claims and ranked verdicts of faithfulness, context recall and
+    ranked context precision."""
+    asked = json.dumps(request.get("response_format") or {}) + request["messages"][0]["content"]
+    if "[1] " not in request["messages"][-1]["content"] and (
+        '"claims"' in asked or '"verdicts"' in asked
+    ):
+        return claims_reply(request)
+    return reply(request)
+
+
+JUDGED = [
+    "contextual-relevancy",
+    "context-precision",
+    "context-precision-ranked",
+    "context-recall",
+    "faithfulness",
+]
 
 
 WHY = (
@@ -203,6 +226,108 @@ def test_a_capped_run_never_spends_past_its_cap(cap, tmp_path):
     assert all(r.score is None and r.error is None for r in not_run)
 
 
+@pytest.fixture
+def caps(monkeypatch):
+    """The cost caps the runs made, as they ended."""
+    made: list[CostCap] = []
+    evaluate_module = importlib.import_module("contextlens.runner.evaluate")
+    real = evaluate_module.cost_cap
+
+    def keep(bound, max_cost):
+        cap = real(bound, max_cost)
+        if cap is not None:
+            made.append(cap)
+        return cap
+
+    monkeypatch.setattr(evaluate_module, "cost_cap", keep)
+    return made
+
+
+@pytest.mark.parametrize(("cap", "concurrency"), [(0.003, 1), (0.01, 1), (0.01, 16)])
+def test_a_capped_run_spends_most_of_its_cap_on_every_metric(cap, concurrency, caps):
+    """Calls wait for room rather than stop the run while others are in flight, and the
+    metrics take turns (for room and for slots): at any concurrency the run spends at least
+    80% of its cap, every metric gets its share of the calls, even one whose calls come a
+    little after the others', and the cap, the ledger and the server agree."""
+    with FakeOpenAIServer(reply=every_reply, latency=0.02) as server:
+        judge = f"{server.base_url}#{MODEL}?concurrency={concurrency}"
+        run = evaluate(rag_cases(45), JUDGED, judge=judge, cache=False, max_cost=cap,
+                       progress=False)  # fmt: skip
+        paid = spent(server)
+    [capped] = caps
+    assert run.stopped == f"the cost cap of ${cap:g} was reached"
+    assert 0.8 * cap <= paid <= cap, paid
+    assert capped.spent == pytest.approx(run.accounting.total.cost) == pytest.approx(paid)
+    assert capped.reserved == 0.0 and capped.left < capped.needed
+    scored = {m: run.summaries[m].n_scored for m in JUDGED}
+    assert min(scored.values()) >= max(scored.values()) / 2, scored  # shares, not leftovers
+    for m in JUDGED:
+        summary = run.summaries[m]
+        assert run.accounting.by_metric[m].calls > 0 and summary.n_failed == 0
+        assert summary.n_scored + summary.n_not_run == 45
+
+
+def test_a_capped_run_without_a_cache_says_what_it_spent_and_left(run_cli, tmp_path):
+    data = tmp_path / "cases.jsonl"
+    data.write_text("\n".join(c.model_dump_json() for c in rag_cases(30)) + "\n")
+    with FakeOpenAIServer(reply=every_reply) as server:
+        code, text = run_cli("run", data, "-m", "contextual-relevancy", "-m", "faithfulness",
+                             "--judge", f"{server.base_url}#{MODEL}?concurrency=16",
+                             "--cache", "off", "--out", tmp_path / "out", "--no-store",
+                             "--max-cost", "0.002")  # fmt: skip
+        paid = spent(server)
+    assert code == 4, text
+    said = " ".join(text[text.index("stopped: ") :].split())  # the stop message, unwrapped
+    assert "cache" not in said.lower(), said
+    assert f"${paid:.4f} spent, ${0.002 - paid:.4f} left" in said
+    run = EvalRun.from_folder(tmp_path / "out" / "latest")
+    counts = {m: run.summaries[m].n_not_run for m in ("contextual-relevancy", "faithfulness")}
+    assert all(counts.values())
+    assert f"{sum(counts.values())} items not run" in said
+    assert all(f"{m} {n}" in said for m, n in counts.items())
+    assert "runs every case again" in said
+
+
+class OverReporting(FakeOpenAIServer):
+    """A server that reports a million prompt tokens for every call."""
+
+    def _chat_body(self, request: dict, content: str, finish: str) -> dict:
+        body = super()._chat_body(request, content, finish)
+        body["usage"]["prompt_tokens"] = 1_000_000
+        body["usage"]["total_tokens"] = 1_000_000 + body["usage"]["completion_tokens"]
+        return body
+
+
+def test_a_reported_usage_past_the_price_is_charged_as_the_ledger_counts_it(caps):
+    """The cap charges what the ledger counts, however much that is, and sends no call
+    after the first that passed it settled: only the calls already in flight."""
+    with OverReporting(reply=reply, latency=0.05) as server:
+        judge = f"{server.base_url}#{MODEL}?concurrency=4"
+        run = evaluate(rag_cases(40), ["context-precision"], judge=judge, cache=False,
+                       max_cost=0.02, progress=False)  # fmt: skip
+        calls = server.calls
+    [capped] = caps
+    assert run.stopped is not None and calls <= 4
+    assert capped.spent == pytest.approx(run.accounting.total.cost)
+    assert capped.spent >= 0.15 * calls  # each call's million prompt tokens, at its price
+    assert run.summaries["context-precision"].n_not_run == 40 - calls
+
+
+def test_a_timed_out_call_counts_the_same_in_the_cap_and_the_ledger(caps):
+    """A call that timed out may have been billed: the cap charges its whole reservation,
+    and the ledger counts that as its cost too."""
+    with FakeOpenAIServer(reply=reply, script=["timeout"], hang_time=2.0) as server:
+        judge = f"{server.base_url}#{MODEL}?timeout=0.3"
+        run = evaluate(rag_cases(3), ["context-precision"], judge=judge, cache=False,
+                       max_cost=1.0, progress=False)  # fmt: skip
+        paid = spent(server)  # the two answered calls, and the one that timed out
+    [capped] = caps
+    assert run.summaries["context-precision"].n_scored == 3
+    assert run.accounting.total.calls == 4 and run.accounting.total.retries == 1
+    assert capped.spent == pytest.approx(run.accounting.total.cost)
+    assert capped.spent > paid * 3 / 4  # the timed-out call at its most, not at nothing
+
+
 def test_a_capped_run_goes_on_from_the_cache_with_a_higher_cap(run_cli, tmp_path):
     data = tmp_path / "cases.jsonl"
     data.write_text("\n".join(c.model_dump_json() for c in rag_cases(30)) + "\n")
@@ -224,7 +349,6 @@ def test_a_capped_run_goes_on_from_the_cache_with_a_higher_cap(run_cli, tmp_path
 
 def test_a_capped_run_writes_its_files_for_ci_and_every_case_it_read(run_cli, tmp_path):
     from contextlens.compare import compare
-    from contextlens.results import EvalRun
 
     data = tmp_path / "cases.jsonl"
     data.write_text("\n".join(c.model_dump_json() for c in rag_cases(30)) + "\n")

@@ -18,36 +18,71 @@ Every metric scores "higher is better". Verdicts, with ``threshold`` (default 0.
 Results are deterministic for a ``seed``: each metric has its own random stream derived
 from the seed and the metric name, and pairs are taken in ``case_id`` order.
 
-What changed, case by case, is in each metric's ``changes`` (largest first, regressions
-first: a lower score, or an item scored in A that failed in B); ``unpaired`` counts each
-case once. ``warnings`` say where the two runs are not alike: judges, metric settings,
-prompts, the data, or the set of cases (:mod:`contextlens.comparability`).
+What changed, case by case, is in each metric's ``changes`` (regressions first, each kind
+largest first: failed in B where A was scored, then the drops); ``unpaired`` counts each
+case once. A case's score counts as regressed or improved only when it moved by more than
+the metric's :class:`Tolerance`; one that moved less is ``unchanged`` (within noise). The
+tolerance, unless given, is the measurement noise of one case's difference B - A, times the
+normal quantile of ``ci_level`` (1.96 at 0.95):
+
+- when a run judged each item more than once (``repeats``), the noise is read from the
+  repeated judgements: per run, the mean over items of the variance of the item's mean
+  score (its repeats' sample variance over their number); the difference's variance is the
+  sum of A's and B's (a run without repeats counts one judgement, as noisy as one of the
+  other run's);
+- otherwise from the paired differences themselves: 1.4826 times their median absolute
+  deviation from their median, a robust standard deviation that reads the scatter of the
+  bulk of the cases and is not moved by up to half of them changing a lot (fewer than
+  :data:`MIN_SPREAD_PAIRS` pairs say too little of it);
+- never less than :data:`MIN_TOLERANCE`: a change the page's three decimals show as at most
+  0.001 is no change (a deterministic metric, or more than half the cases alike, measures
+  no noise at all).
+
+``warnings`` say where the two runs are not alike: judges, metric settings, prompts, the
+data, or the set of cases (:mod:`contextlens.comparability`).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from contextlens.comparability import Difference, differences
 from contextlens.results import EvalRun, ItemResult
 from contextlens.stats import BayesianMode, bayesian_bootstrap_means
+from contextlens.stats.tolerance import (
+    MIN_SPREAD_PAIRS,
+    MIN_TOLERANCE,
+    Given,
+    Repeats,
+    Tolerance,
+    check_tolerance,
+    given_for,
+    tolerance_of,
+)
 from contextlens.store.open import open_run
 
 __all__ = [
     "BETTER_AT",
+    "MIN_SPREAD_PAIRS",
+    "MIN_TOLERANCE",
     "CaseChange",
     "Change",
     "Comparison",
     "Difference",
     "MetricComparison",
     "PairedDiff",
+    "Tolerance",
     "compare",
+    "run_folder",
+    "side_label",
+    "tolerance_of",
 ]
 
 Change = Literal[
@@ -60,7 +95,9 @@ Change = Literal[
     "only in A",
     "only in B",
 ]
-"""What happened to a case between A and B; the first two are regressions."""
+"""What happened to a case between A and B; the first two are regressions. ``regressed`` and
+``improved`` are moves beyond the metric's tolerance; ``unchanged`` is a move within it
+(:attr:`CaseChange.within_noise` when the scores differ at all)."""
 
 _ORDER: dict[str, int] = {kind: i for i, kind in enumerate(get_args(Change))}
 
@@ -89,8 +126,18 @@ class CaseChange(BaseModel):
 
     @property
     def regression(self) -> bool:
-        """B scored lower than A, or failed where A was scored."""
+        """B scored lower than A beyond the tolerance, or failed where A was scored."""
         return self.change in ("regressed", "newly failed")
+
+    @property
+    def improvement(self) -> bool:
+        """B scored higher than A beyond the tolerance, or was scored where A failed."""
+        return self.change in ("improved", "fixed")
+
+    @property
+    def within_noise(self) -> bool:
+        """The scores differ, by no more than the tolerance: counted unchanged."""
+        return self.change == "unchanged" and bool(self.diff)
 
     def order(self) -> tuple[int, float, str]:
         """Sort key: regressions first, then improvements, each largest first."""
@@ -108,7 +155,8 @@ class MetricComparison(BaseModel):
     least one of those reasons (or because its partner in B failed); ``n_unpaired`` counts
     the cases, in either run, that are not paired, each once. ``pass_rate_a`` /
     ``pass_rate_b``: each run's share of scored items at or above its pass mark.
-    ``changes``: every case of the metric, regressions first, largest first.
+    ``changes``: every case of the metric, regressions first, largest first;
+    ``tolerance``: how far a case's score may move and count as unchanged.
     """
 
     metric: str
@@ -135,10 +183,20 @@ class MetricComparison(BaseModel):
     notes: list[str] = Field(default_factory=list)
     pairs: list[PairedDiff] = Field(default_factory=list)
     changes: list[CaseChange] = Field(default_factory=list)
+    tolerance: Tolerance | None = None
 
     @property
     def regressions(self) -> list[CaseChange]:
         return [c for c in self.changes if c.regression]
+
+    @property
+    def improvements(self) -> list[CaseChange]:
+        return [c for c in self.changes if c.improvement]
+
+    @property
+    def n_within_noise(self) -> int:
+        """Cases whose scores differ by no more than the tolerance."""
+        return sum(c.within_noise for c in self.changes)
 
     @property
     def n_unpaired_a(self) -> int:
@@ -151,7 +209,9 @@ class MetricComparison(BaseModel):
 
 class Comparison(BaseModel):
     """What :func:`compare` returns: one :class:`MetricComparison` per metric, and the
-    :class:`~contextlens.comparability.Difference` s that say where the runs are not alike."""
+    :class:`~contextlens.comparability.Difference` s that say where the runs are not alike.
+    ``folder_a`` / ``folder_b``: each run's folder (None: it has none); :attr:`runs`: the
+    two runs compared, while this object lives (not serialized)."""
 
     run_a: str
     run_b: str
@@ -163,6 +223,26 @@ class Comparison(BaseModel):
     warnings: list[Difference] = Field(default_factory=list)
     label_a: str | None = None
     label_b: str | None = None
+    folder_a: str | None = None
+    folder_b: str | None = None
+    _runs: tuple[EvalRun, EvalRun] | None = PrivateAttr(default=None)
+
+    @property
+    def runs(self) -> tuple[EvalRun, EvalRun] | None:
+        """Run A and run B, as compared (None for a comparison read back from JSON)."""
+        return self._runs
+
+    def __eq__(self, other: object) -> bool:
+        """Alike in what they say (the runs they were drawn from aside)."""
+        if not isinstance(other, Comparison):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    @property
+    def sides(self) -> str:
+        """``A = before (1a2b3c), B = after (4d5e6f)``: which run is which."""
+        a, b = side_label(self.run_a, self.label_a), side_label(self.run_b, self.label_b)
+        return f"A = {a}, B = {b}"
 
     def metric(self, name: str) -> MetricComparison:
         """The comparison of metric ``name``; ``KeyError`` naming the known ones."""
@@ -181,6 +261,11 @@ class Comparison(BaseModel):
         return {m.metric: m.verdict for m in self.metrics}
 
 
+def side_label(run_id: str, name: str | None) -> str:
+    """A run as the comparison names it: ``name (run id)``, or its id."""
+    return f"{name} ({run_id})" if name and name != run_id else run_id
+
+
 _Side = dict[str, dict[str, list[float | None]]]  # metric -> case_id -> scores (None: failed)
 
 
@@ -191,15 +276,22 @@ def _score(item: ItemResult) -> float | None:
     return float(s)
 
 
-def _collect(results: Iterable[ItemResult]) -> _Side:
-    """Each metric's scores by case id; items the metric does not apply to, or that the run
-    stopped before, are left out (neither scored nor failed, so neither paired nor
-    unpaired)."""
+def _collect(results: Iterable[ItemResult]) -> tuple[_Side, dict[str, Repeats]]:
+    """Each metric's scores by case id, and its repeated judgements; items the metric does
+    not apply to, or that the run stopped before, are left out (neither scored nor failed,
+    so neither paired nor unpaired)."""
     side: _Side = {}
+    repeats: dict[str, Repeats] = {}
     for item in results:
         if item.not_applicable is None and item.not_run is None:
-            side.setdefault(item.metric, {}).setdefault(item.case_id, []).append(_score(item))
-    return side
+            score = _score(item)
+            side.setdefault(item.metric, {}).setdefault(item.case_id, []).append(score)
+            judged = [float(v) for v in item.repeats or [] if v is not None and math.isfinite(v)]
+            if score is not None and len(judged) > 1:
+                found = repeats.setdefault(item.metric, Repeats([], []))
+                found.variances.append(float(np.var(judged, ddof=1)))
+                found.counts.append(len(judged))
+    return side, repeats
 
 
 def _pass_rate(run: EvalRun, name: str) -> float | None:
@@ -211,6 +303,14 @@ def _load(run: Any, store: Any) -> Any:
     return open_run(run, store) if isinstance(run, (str, os.PathLike)) else run
 
 
+def run_folder(run: EvalRun) -> str | None:
+    """The run's folder, its links resolved (``OUT/latest`` as the run's own folder)."""
+    if not run.out_dir:
+        return None
+    path = Path(run.out_dir)
+    return str(path.resolve()) if path.is_dir() else str(path.absolute())
+
+
 def compare(
     run_a: EvalRun | str,
     run_b: EvalRun | str,
@@ -219,16 +319,20 @@ def compare(
     ci_level: float = 0.95,
     seed: int | None = 42,
     threshold: float = BETTER_AT,
+    tolerance: Given = None,
     store: Any = None,
 ) -> Comparison:
-    """Compare run B against run A, metric by metric, on the items both scored.
+    """Compare run B against run A (the baseline), metric by metric, on the items both
+    scored: B - A.
 
     ``run_a``/``run_b``: :class:`EvalRun` objects (fresh or loaded from a store), run
     folders (``OUT/<run id>``, ``OUT/latest``, or ``OUT`` for its newest run) or run ids
     (full or a unique prefix) looked up in ``store`` (default: the active store, else the
     default store file). ``mc_samples`` bootstrap draws per metric; ``ci_level`` of the
     interval; ``seed`` for reproducible draws (``None``: fresh entropy); ``threshold`` for
-    the verdicts (see the module docstring).
+    the verdicts; ``tolerance``: how far a case's score may move and count as unchanged, for
+    every metric (a number) or per metric name (a mapping; ``"*"``: any other metric), the
+    rest found from the runs' noise (see the module docstring).
     """
     if isinstance(mc_samples, bool) or not isinstance(mc_samples, (int, np.integer)):
         raise TypeError(f"mc_samples must be an int, got {type(mc_samples).__name__}")
@@ -238,17 +342,27 @@ def compare(
         raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
     if not 0.5 < threshold < 1.0:
         raise ValueError(f"threshold must be strictly between 0.5 and 1, got {threshold!r}")
+    check_tolerance(tolerance)
     a_run, b_run = _load(run_a, store), _load(run_b, store)
     mode = BayesianMode(mc_samples=int(mc_samples), ci_level=ci_level, rng_seed=seed)
-    a_side, b_side = _collect(a_run.iter_results()), _collect(b_run.iter_results())
+    (a_side, a_repeats), (b_side, b_repeats) = (
+        _collect(a_run.iter_results()),
+        _collect(b_run.iter_results()),
+    )
     names = list(dict.fromkeys([*a_run.summaries, *a_side, *b_run.summaries, *b_side]).keys())
+    if isinstance(tolerance, Mapping):
+        unknown = sorted(set(tolerance) - set(names) - {"*"})
+        if unknown:
+            raise ValueError(f"a tolerance for no metric of the runs: {unknown}; have {names}")
     only_a = {c for m in a_side.values() for c in m} - {c for m in b_side.values() for c in m}
     only_b = {c for m in b_side.values() for c in m} - {c for m in a_side.values() for c in m}
-    return Comparison(
+    comparison = Comparison(
         run_a=a_run.run_id,
         run_b=b_run.run_id,
         label_a=a_run.name,
         label_b=b_run.name,
+        folder_a=run_folder(a_run),
+        folder_b=run_folder(b_run),
         warnings=differences(a_run, b_run, only_a=len(only_a), only_b=len(only_b)),
         mc_samples=int(mc_samples),
         ci_level=ci_level,
@@ -263,6 +377,8 @@ def compare(
                 threshold,
                 in_a=name in a_run.summaries or name in a_side,
                 in_b=name in b_run.summaries or name in b_side,
+                given=given_for(tolerance, name),
+                repeats=(a_repeats.get(name), b_repeats.get(name)),
             ).model_copy(
                 update={
                     "pass_rate_a": _pass_rate(a_run, name),
@@ -272,6 +388,8 @@ def compare(
             for name in names
         ],
     )
+    comparison._runs = (a_run, b_run)
+    return comparison
 
 
 def _compare_metric(
@@ -283,6 +401,8 @@ def _compare_metric(
     *,
     in_a: bool,
     in_b: bool,
+    given: float | None = None,
+    repeats: tuple[Repeats | None, Repeats | None] = (None, None),
 ) -> MetricComparison:
     dup_a = {c for c, v in a.items() if len(v) > 1}
     dup_b = {c for c, v in b.items() if len(v) > 1}
@@ -294,8 +414,9 @@ def _compare_metric(
     n_a = sum(len(v) for v in a.values())
     n_b = sum(len(v) for v in b.values())
     n = len(pairs)
+    tolerance = tolerance_of(np.array([x.diff for x in pairs]), repeats, mode.ci_level, given=given)
     changes = sorted(
-        (_change(c, a.get(c), b.get(c)) for c in set(a) | set(b)),
+        (_change(c, a.get(c), b.get(c), tolerance.value) for c in set(a) | set(b)),
         key=CaseChange.order,
     )
     notes = []
@@ -308,6 +429,14 @@ def _compare_metric(
         notes.append(
             f"case ids repeated within a run are ambiguous and not paired: "
             f"{len(dup_a)} in A, {len(dup_b)} in B"
+        )
+    moved = [x.diff for x in pairs if x.diff]
+    if moved and tolerance.basis != "given" and max(map(abs, moved)) <= tolerance.value:
+        notes.append(
+            f"no case moved beyond the tolerance (±{tolerance.value:.3f}): no single case's "
+            "move stands out of the noise, and the mean difference and its interval say how B "
+            "differs; repeat the judgements (--repeats) to measure the noise, or give a "
+            "tolerance (--tolerance)"
         )
     mean_a = mean_b = mean_diff = ci_low = ci_high = p = None
     d = np.zeros(0)
@@ -356,6 +485,7 @@ def _compare_metric(
         notes=notes,
         pairs=pairs,
         changes=changes,
+        tolerance=tolerance,
     )
 
 
@@ -363,8 +493,10 @@ def _change(
     case_id: str,
     a: list[float | None] | None,
     b: list[float | None] | None,
+    tolerance: float = 0.0,
 ) -> CaseChange:
-    """What happened to one case (a repeated id: its first item on each side)."""
+    """What happened to one case (a repeated id: its first item on each side): a move by
+    more than ``tolerance`` regressed or improved it."""
     sa = a[0] if a else None
     sb = b[0] if b else None
     diff = sb - sa if sa is not None and sb is not None else None
@@ -379,10 +511,10 @@ def _change(
         change = "newly failed"
     elif sa is None:
         change = "fixed"
-    elif diff == 0:
+    elif diff is None or abs(diff) <= tolerance:
         change = "unchanged"
     else:
-        change = "regressed" if diff is not None and diff < 0 else "improved"
+        change = "regressed" if diff < 0 else "improved"
     return CaseChange(case_id=case_id, a=sa, b=sb, diff=diff, change=change)
 
 

@@ -15,7 +15,11 @@ a log, a report, the run store or a message.
 - secrets registered in this process with :func:`register_secret` (a key given in code).
 
 Each mask is ``***``. The terminal, the result sink, the run store, the report, the logs and
-every error the backends raise go through it.
+every error the backends raise go through it. :func:`redact` takes time linear in the length
+of its text, whatever the text holds (a megabyte in a few milliseconds). The files
+contextlens writes (``results.jsonl``, ``cases.jsonl``, the report, CSV, JUnit) mask each
+string with :func:`redact_value` before it is serialized, never the serialized text, so a
+mask cannot eat the quote or the bracket after a secret.
 """
 
 from __future__ import annotations
@@ -23,15 +27,19 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = [
     "KEY_VARIABLES",
     "MASK",
     "RedactingFilter",
+    "Redactor",
     "logger",
     "redact",
+    "redact_value",
     "register_secret",
     "secrets_in_environment",
 ]
@@ -60,19 +68,72 @@ USER_VARIABLE = "CONTEXTLENS_SECRET_VARS"
 #: Shorter values are not masked: they would mask ordinary words.
 _MIN_SECRET = 6
 
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"<>]+@")
-_QUERY_SECRET = re.compile(
-    r"(?i)([?&;](?:api[_-]?key|key|token|access[_-]?token|secret|password|sig)=)[^&#\s'\"<>]+"
+
+def _once(name: str, run: str) -> str:
+    """``run`` matched as far as it goes and never given back, so a failed match does not
+    retry shorter runs: an atomic group where the regex engine has them (Python 3.11),
+    else a lookahead (atomic) capturing the run and a backreference consuming it."""
+    if sys.version_info >= (3, 11):
+        return f"(?>{run})"
+    return rf"(?=(?P<{name}>{run}))(?P={name})"
+
+
+# The patterns run over the text lowered (so each starts with a literal the regex engine
+# finds at once) and mark the value to mask as group ``v``. Each is linear in its text: a run
+# of spaces is matched whole and never given back (:func:`_once`), so no two repetitions can
+# split the same characters between them (an ``authorization:`` then a page of spaces), and
+# a URL's userinfo is looked for only after a ``://`` (a long dotted or hyphenated word is
+# passed over at once).
+#
+# A masked value ends at a space, a quote, a backslash or a bracket (and a header's value
+# does not begin with a colon), so masking text that holds serialized JSON, HTML or XML (a
+# log line quoting a body, a row of the run store) never eats an escape, the end of a string
+# or a bracket: the value masked stays inside the string it is in. contextlens's own files
+# mask each string before it is serialized (:func:`redact_value`), never their text.
+_END = r"\s'\"`,;(){}\[\]<>&\\"
+_VALUE = rf"(?P<v>[^:{_END}][^{_END}]*)"
+_QUOTE = r"\\?['\"]"
+
+
+def _named(name: str) -> str:
+    """A header's name, its ``:`` or ``=`` and the quote before its value: ``name: v``,
+    ``name="v"``, ``"name": "v"`` (a quoted name takes a quoted value only, so in JSON text
+    a ``null`` or a number after ``"api_key":`` is never masked into invalid JSON)."""
+    spaces = [_once(f"s{i}", r"\s*") for i in range(6)]
+    quoted = f"{_QUOTE}{spaces[0]}[:=]{spaces[1]}{_QUOTE}{spaces[2]}"
+    bare = f"{spaces[3]}[:=]{spaces[4]}(?:{_QUOTE}{spaces[5]})?"
+    return f"{name}(?:{quoted}|{bare})"
+
+
+_PATTERNS = tuple(
+    re.compile(pattern)
+    for pattern in (
+        # the user-info of a URL: scheme://USER:PASSWORD@host
+        r"://(?<=[a-z0-9+.-]://)(?P<v>[^/\s@'\"`<>\\]+)@",
+        # ?api_key=VALUE in a query
+        r"[?&;](?:api[_-]?key|key|token|access[_-]?token|secret|password|sig)="
+        r"(?P<v>[^&#\s'\"`<>\\]+)",
+        # (proxy-)authorization: [bearer|basic|token] VALUE
+        _named("authorization")
+        + "(?:(?:bearer|basic|token)"
+        + _once("t", r"[ \t]+")
+        + ")?"
+        + _VALUE,
+        # (x-)api-key: VALUE, api_key=VALUE
+        _named("api[-_]key") + _VALUE,
+        # bearer TOKEN anywhere
+        r"bearer(?<!\wbearer)" + _once("t", r"\s+") + r"(?P<v>[a-z0-9._~+/=-]{8,})",
+    )
 )
-_AUTH_HEADER = re.compile(
-    r"(?i)((?:proxy-)?authorization['\"]?\s*[:=]\s*['\"]?\s*(?:bearer|basic|token)?\s*)"
-    r"[^\s'\",}]+"
-)
-_KEY_HEADER = re.compile(r"(?i)((?:x-)?api[-_]key['\"]?(?:\s*:\s*|=)['\"]?)[^\s'\",}]+")
-_BEARER = re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}")
+#: Upper-case ASCII letters to lower case, for text whose ``lower()`` changes its length.
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 _registered: set[str] = set()
 _lock = threading.Lock()
+#: The environment (as ``os.environ`` holds it) and the registered secrets last read, with
+#: the secrets found in them: reading the environment again for each text would cost more
+#: than masking it.
+_last: tuple[object, list[str]] | None = None
 
 
 def register_secret(value: str | None) -> None:
@@ -88,30 +149,103 @@ def _is_key_variable(name: str, extra: Iterable[str]) -> bool:
 
 
 def secrets_in_environment() -> list[str]:
-    """The values of the environment's key variables (longest first)."""
+    """The values of the environment's key variables and the registered secrets (longest
+    first); read again only when the environment or the registered secrets changed."""
+    global _last
+    data = getattr(os.environ, "_data", None)  # encoded names and values: cheap to compare
+    with _lock:
+        state = (tuple(data.items()), frozenset(_registered)) if isinstance(data, dict) else None
+        if state is not None and _last is not None and _last[0] == state:
+            return list(_last[1])
+        registered = set(_registered)
     extra = {v.strip() for v in os.environ.get(USER_VARIABLE, "").split(",") if v.strip()}
     found = {
         value
         for name, value in os.environ.items()
         if len(value) >= _MIN_SECRET and _is_key_variable(name, extra)
     }
-    with _lock:
-        found |= _registered
-    return sorted(found, key=len, reverse=True)
+    ordered = sorted(found | registered, key=len, reverse=True)
+    if state is not None:
+        _last = (state, ordered)
+    return list(ordered)
 
 
 def redact(text: str) -> str:
-    """``text`` with every secret it holds masked (see the module docstring)."""
-    if not text:
-        return text
-    for secret in secrets_in_environment():
+    """``text`` with every secret it holds masked (see the module docstring); linear in the
+    length of ``text``."""
+    return _masked(text, secrets_in_environment()) if text else text
+
+
+def _masked(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
-    text = _URL_USERINFO.sub(rf"\1{MASK}@", text)
-    text = _QUERY_SECRET.sub(rf"\1{MASK}", text)
-    text = _AUTH_HEADER.sub(rf"\1{MASK}", text)
-    text = _KEY_HEADER.sub(rf"\1{MASK}", text)
-    return _BEARER.sub(rf"\1{MASK}", text)
+    # the patterns are ASCII, and U+0130 is the one character that lowers to two
+    low = (text.replace("\u0130", "I") if "\u0130" in text else text).lower()
+    if ":" not in low and "=" not in low and "bearer" not in low:
+        return text  # no pattern can match
+    if len(low) != len(text):
+        low = text.translate(_ASCII_LOWER)
+    spans = sorted(m.span("v") for pattern in _PATTERNS for m in pattern.finditer(low))
+    if not spans:
+        return text
+    parts: list[str] = []
+    kept = 0  # text[:kept] is in parts
+    for start, end in spans:
+        if start > kept or not parts:
+            parts += (text[kept:start], MASK)
+        kept = max(kept, end)  # a value two patterns found is masked once
+    parts.append(text[kept:])
+    return "".join(parts)
+
+
+def redact_value(value: Any) -> Any:
+    """``value`` with every string in it masked as :func:`redact` masks text, at any depth:
+    the keys and values of dicts, the items of lists and tuples. The structure (nesting,
+    order, numbers, booleans, None) is left as it is, so the value serialized after masking
+    is as valid a document as before, whatever its strings held; masking the serialized
+    text instead could eat an escaped quote or a closing bracket. Two keys that mask to the
+    same text are kept apart with a ``#2``, ``#3``... suffix."""
+    return _walk(value, secrets_in_environment())
+
+
+class Redactor:
+    """:func:`redact` and :func:`redact_value` with the secrets of the moment it is made: for
+    masking many texts at once (the cells of a file) without reading the environment for
+    each."""
+
+    def __init__(self) -> None:
+        self.secrets = secrets_in_environment()
+
+    def text(self, text: str) -> str:
+        """``text`` masked as :func:`redact` masks it."""
+        return _masked(text, self.secrets) if text else text
+
+    def value(self, value: Any) -> Any:
+        """``value`` masked as :func:`redact_value` masks it."""
+        return _walk(value, self.secrets)
+
+
+def _walk(value: Any, secrets: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        return _masked(value, secrets) if value else value
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, str) and key:
+                masked = _masked(key, secrets)
+                if masked != key:
+                    key, n = masked, 1
+                    while key in out or key in value:
+                        n += 1
+                        key = f"{masked}#{n}"
+            out[key] = _walk(item, secrets)
+        return out
+    if isinstance(value, list):
+        return [_walk(item, secrets) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_walk(item, secrets) for item in value)
+    return value
 
 
 class RedactingFilter(logging.Filter):

@@ -668,3 +668,140 @@ def test_a_deep_link_opens_its_case_and_the_table_filters_per_metric(browser, ev
     north = browser.find_element(By.CSS_SELECTOR, "[data-role=slice-table] tr[data-slice=north]")
     cell = north.find_element(By.CSS_SELECTOR, "td[data-metric='faithfulness']")
     assert "(n = 1)" in cell.text and "[" not in cell.text
+
+
+# -- a comparison's changes, a case in A and B, a trend's labels -----------------------------
+
+
+def _renamed(run, old: str, new: str):
+    """``run`` with its case ``old`` named ``new`` (its items and its case)."""
+    from contextlens.cases import CaseRecord
+
+    run.results = [
+        r.model_copy(update={"case_id": new}) if r.case_id == old else r for r in run.results
+    ]
+    cases = [CaseRecord(case_id=new if c.case_id == old else c.case_id, case=c.case)
+             for c in run.iter_cases()]  # fmt: skip
+    return run.with_cases(cases)
+
+
+def test_from_a_regression_to_its_a_b_view_in_one_click(browser, tmp_path) -> None:
+    from urllib.parse import unquote
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from contextlens.compare import compare
+    from contextlens.report.comparison import default_folder, write_comparison
+    from support.runs import SIMILARITY, moved_run, synthetic_run
+
+    a = _renamed(synthetic_run(40, run_id="before"), "case-00005", HOSTILE)
+    b = moved_run(a, run_id="after", moves={HOSTILE: -0.45, "case-00011": -0.2}, wobble=0.01)
+    for run in (a, b):
+        folder = tmp_path / "out" / run.run_id
+        folder.mkdir(parents=True)
+        write_report(run, folder / "report.html")
+        run.out_dir = str(folder)
+    comparison = compare(a, b)
+    folder = default_folder(comparison)
+    folder.mkdir()
+    page = write_comparison(comparison, folder)
+    _open(browser, page)
+    # the summary fits its card at 1200 pixels: no verdict cut off, nothing to scroll to
+    browser.set_window_size(1200, 1600)
+    wrap = browser.find_element(By.CSS_SELECTOR, ".summary-wrap")
+    assert browser.execute_script(
+        "return arguments[0].scrollWidth <= arguments[0].clientWidth", wrap
+    )
+    edge = wrap.rect["x"] + wrap.rect["width"]
+    for verdict in browser.find_elements(
+        By.CSS_SELECTOR, "[data-comparison-row] [data-field=verdict]"
+    ):
+        assert verdict.rect["x"] + verdict.rect["width"] <= edge and verdict.text
+    browser.set_window_size(1280, 1600)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#changes tr[data-change]")
+    assert [r.get_attribute("data-case") for r in rows[:2]] == [HOSTILE, "case-00011"]
+    assert [r.get_attribute("data-regression") for r in rows] == ["true", "true", "false"]
+    assert rows[2].get_attribute("data-change") == "failed in both"  # the wobble: within noise
+
+    rows[0].find_element(By.CSS_SELECTOR, "[data-role=open-ab]").click()  # one click
+    view = browser.find_element(By.CSS_SELECTOR, "[data-role=ab-view]")
+    WebDriverWait(browser, BROWSER_TIMEOUT).until(lambda b: view.is_displayed())
+    detail = view.find_element(By.CSS_SELECTOR, "[data-role=ab-detail]")
+    assert detail.get_attribute("data-case") == HOSTILE and HOSTILE in detail.text
+    assert browser.title != "PWNED" and not browser.find_elements(By.TAG_NAME, "img")
+    hashed = browser.execute_script("return location.hash")
+    assert hashed.startswith("#case=") and "<" not in hashed
+    assert unquote(hashed) == f"#case={HOSTILE}&metric={SIMILARITY}"
+    # each metric's score in A and in B, the regressed one first
+    scores = detail.find_element(By.CSS_SELECTOR, "[data-role=ab-scores] tr[data-metric]")
+    item = {
+        run.run_id: next(r for r in run.results if r.case_id == HOSTILE and r.metric == SIMILARITY)
+        for run in (a, b)
+    }
+    assert (
+        scores.find_element(By.CSS_SELECTOR, "[data-side=a]").text == f"{item['before'].score:.3f}"
+    )
+    assert (
+        scores.find_element(By.CSS_SELECTOR, "[data-side=b]").text == f"{item['after'].score:.3f}"
+    )
+    # the answers side by side: A's at the left of B's, on one line
+    answers = {
+        c.get_attribute("data-side"): c
+        for c in detail.find_elements(By.CSS_SELECTOR, "[data-row=output] .ab-cell")
+    }
+    assert set(answers) == {"a", "b"}
+    left, right = answers["a"].rect, answers["b"].rect
+    assert left["x"] + left["width"] <= right["x"] and abs(left["y"] - right["y"]) < 2
+    assert answers["a"].find_element(By.CSS_SELECTOR, "[data-role=output]").text
+    # each run's evidence on its own chunks, read as the run report reads it
+    for side, run in (("a", "before"), ("b", "after")):
+        notes = detail.find_elements(
+            By.CSS_SELECTOR, f"[data-role=chunk][data-side={side}] [data-role=chunk-value]"
+        )
+        shown = item[run].details.query_context_similarity.contexts_score[0]
+        assert notes and f"query similarity {shown:.3f}" in notes[0].text
+    text = detail.text
+    assert '{"' not in text and '":' not in text  # no raw JSON
+    # to the case in B's own report, by its relative link
+    link = detail.find_element(By.CSS_SELECTOR, "a[data-role=report-b]")
+    assert link.get_attribute("href") == (  # a relative link, resolved by the browser
+        (tmp_path / "out" / "after" / "report.html").as_uri() + hashed
+    )
+    link.click()
+    report = _view(browser)
+    assert report.get_attribute("data-case") == HOSTILE
+    focused = report.find_element(By.CSS_SELECTOR, "[data-role=metric-result].focused")
+    assert focused.get_attribute("data-metric") == SIMILARITY
+    assert not browser.find_elements(By.CSS_SELECTOR, "[data-pwned]")
+
+
+def test_trend_labels_tell_three_runs_on_one_day_apart(browser, tmp_path) -> None:
+    from selenium.webdriver.common.by import By
+
+    from contextlens.report.trend import write_trend
+    from contextlens.trend import trend
+    from support.runs import synthetic_run
+
+    runs = [synthetic_run(30, run_id=f"run{i}", seed=i + 1) for i in range(3)]
+    for run, at, tag in zip(runs, ("09:00:05", "09:00:41", "17:30:00"), ("main", HOSTILE, "pr"),
+                            strict=True):  # fmt: skip
+        run.started_at = f"2026-03-01T{at}+00:00"
+        run.config = run.config.model_copy(update={"tags": {"branch": tag}})
+    page = write_trend(trend(runs), tmp_path / "trend.html")
+    _open(browser, page)
+    charts = browser.find_elements(By.CSS_SELECTOR, "[data-trend-metric]")
+    assert len(charts) == 2
+    assert abs(charts[0].rect["y"] - charts[1].rect["y"]) < 2  # a grid, side by side
+    for chart in charts:
+        svg = chart.find_element(By.TAG_NAME, "svg").rect
+        labels = chart.find_elements(By.CSS_SELECTOR, "text.run-label")
+        assert [t.text for t in labels] == ["09:00:05", "09:00:41", "17:30:00"]
+        for label in labels:  # each whole, inside its chart
+            box = label.rect
+            assert svg["x"] <= box["x"] and box["x"] + box["width"] <= svg["x"] + svg["width"]
+        assert len(chart.find_elements(By.CSS_SELECTOR, "[data-series=pass]")) == 3
+    key = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "[data-role=run-key] li")]
+    assert len(set(key)) == 3 and "nightly" in key[0] and "branch=main" in key[0]
+    assert HOSTILE in key[1] and browser.title != "PWNED"
+    assert "2026-03-01 09:00:41 UTC" in key[1]

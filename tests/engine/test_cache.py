@@ -352,3 +352,15 @@ def test_sigkilled_writer_keeps_every_completed_put(tmp_path: Path) -> None:
         assert all(cache.get_completion(Cache.key(tag="r", i=i)) is not None for i in range(k))
         (stored,) = cache._conn().execute("SELECT COUNT(*) FROM completions").fetchone()
     assert stored >= k
+
+
+def test_keeps_replies_says_what_open_cache_does(monkeypatch, tmp_path):
+    from contextlens.engine.cache import ENV_CACHE, NullCache, keeps_replies
+
+    monkeypatch.delenv(ENV_CACHE, raising=False)
+    assert keeps_replies(True) and keeps_replies(None) and keeps_replies(tmp_path / "c.db")
+    assert not keeps_replies(False) and not keeps_replies(NullCache())
+    monkeypatch.setenv(ENV_CACHE, "off")
+    assert not keeps_replies(True) and not keeps_replies(None)
+    assert keeps_replies(tmp_path / "c.db")  # a file asked for by name is kept
+    assert isinstance(open_cache(True), NullCache)

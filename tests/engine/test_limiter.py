@@ -8,7 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from contextlens.engine.limiter import FOUND_BY_RAMP, RAMPING, Limiter, Ramp, limiter_for
+from contextlens.engine.limiter import (
+    FOUND_BY_RAMP,
+    RAMPING,
+    Limiter,
+    Ramp,
+    current_turns,
+    limiter_for,
+)
 
 
 async def test_never_more_than_the_limit_in_flight() -> None:
@@ -42,6 +49,46 @@ async def test_waiters_are_served_in_arrival_order() -> None:
     limiter.release()
     await asyncio.gather(*tasks)
     assert order == list(range(6))
+
+
+class Ranked:
+    """A run's order of its waiting calls: by the rank each call was given as it waited."""
+
+    def __init__(self) -> None:
+        self.rank: dict[int, int] = {}
+        self.next = 0
+
+    def place(self):
+        me = self.next
+        self.next += 1
+        return lambda: (self.rank.get(me, 0), me)
+
+
+async def test_the_waiters_of_a_run_that_orders_its_calls_go_in_its_order() -> None:
+    limiter = Limiter(1, adaptive=False)
+    turns = Ranked()
+    order: list[str] = []
+    await limiter.acquire()
+
+    async def call(name: str, ordered: bool) -> None:
+        token = current_turns.set(turns if ordered else None)
+        try:
+            async with limiter.slot():
+                order.append(name)
+        finally:
+            current_turns.reset(token)
+
+    tasks = []
+    for name, ordered in (("first", False), ("r0", True), ("r1", True), ("plain", False),
+                          ("r2", True)):  # fmt: skip
+        tasks.append(asyncio.create_task(call(name, ordered)))
+        await asyncio.sleep(0)
+    turns.rank = {0: 2, 1: 0, 2: 1}  # read at each hand-over, not as they queued
+    limiter.release()
+    await asyncio.gather(*tasks)
+    # first come first served, except that while the longest waiter is one of the run's,
+    # the run's calls go in its order (a call of no such run waits behind them)
+    assert order == ["first", "r1", "r2", "r0", "plain"]
 
 
 async def test_a_cancelled_waiter_does_not_leak_a_slot() -> None:

@@ -1,6 +1,6 @@
-"""Property-based fuzzing of the HTML report: whatever the data holds (case ids, metric names,
-reasons, errors, judge names, odd numbers), the page renders, shows it as text, and carries
-no markup of it."""
+"""Property-based fuzzing of the HTML report, the comparison and the trend page: whatever the
+data holds (case ids, metric names, reasons, errors, judge names, run names and tags, odd
+numbers), the page renders, shows it as text, and carries no markup of it."""
 
 from __future__ import annotations
 
@@ -108,3 +108,37 @@ def test_any_run_renders_as_text_without_markup_of_its_data(run: EvalRun) -> Non
     assert "<" not in rows and ">" not in rows and "&" not in rows
     shown = {r[0] for r in json.loads(rows)["rows"]}
     assert {item.case_id for item in run.results} <= shown
+
+
+def _no_markup_of_the_data(html: str) -> None:
+    page = Tags()
+    page.feed(html)
+    page.close()
+    names = {tag for tag, _ in page.tags}
+    assert not names & {"img", "iframe", "object", "embed"}
+    assert not [a for _, a in page.tags if any(k.startswith("on") for k in a)]
+    scripts = [a for tag, a in page.tags if tag == "script"]
+    assert scripts[-1] == {} and all(s.get("type") == "application/json" for s in scripts[:-1])
+    for block in html.split('<script type="application/json"')[1:]:
+        body = block.split(">", 1)[1].split("</script>")[0]
+        assert "<" not in body and ">" not in body and "&" not in body
+        json.loads(body)
+
+
+@FUZZ
+@given(runs(), runs(), texts, texts)
+def test_any_comparison_and_trend_render_as_text(
+    a: EvalRun, b: EvalRun, name: str, tag: str
+) -> None:
+    """Ids, metric names, run names and tags of any text stay text on both pages."""
+    from contextlens.compare import compare
+    from contextlens.report.comparison import render_comparison
+    from contextlens.report.trend import render_trend
+    from contextlens.trend import trend
+
+    b.started_at = "2026-12-01T00:00:09+00:00"
+    for run in (a, b):
+        run.config = run.config.model_copy(update={"name": name, "tags": {tag: tag}})
+    comparison = compare(a, b, mc_samples=100)
+    _no_markup_of_the_data(render_comparison(comparison))
+    _no_markup_of_the_data(render_trend(trend([a, b], mc_samples=100)))

@@ -388,7 +388,7 @@ def _run_folder(run_cli, tmp_path, *extra: str):
     out, junit = tmp_path / "out", tmp_path / "junit.xml"
     code, text = run_cli(
         "run", cases, "-m", "context-similarity", "--out", out, "--junit", junit,
-        "--no-store", "-q", *extra,
+        "--junit-items", "--no-store", "-q", *extra,
     )  # fmt: skip
     assert code == 0, text
     folder = out / "latest"
@@ -412,9 +412,9 @@ def test_no_pass_mark_shows_no_pass_rate_anywhere(run_cli, tmp_path):
     # the terminal table: no pass rate in the metric's row
     row = _similarity_row(text)
     assert "%" not in row and "@" not in row
-    # JUnit: three test cases, none failing, no pass-rate properties
-    [suite] = junit.findall("testsuite")
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "0", "0")
+    # JUnit: its summary and three item test cases, none failing, no pass-rate properties
+    [suite] = [s for s in junit.findall("testsuite") if s.get("name") == "context-similarity"]
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "0", "0")
     assert not junit.findall(".//failure")
     names = {p.get("name") for p in suite.findall("properties/property")}
     assert "mean" in names and not names & {"pass_rate", "pass_mark", "n_passed"}
@@ -429,7 +429,7 @@ def test_a_pass_mark_given_shows_its_pass_rate_everywhere(run_cli, tmp_path):
     # every case is below 0.99: 0% pass, shown alike by each output
     assert summary["threshold"] == 0.99 and summary["pass_rate"] == 0.0
     assert "0%" in _similarity_row(text) and "@0.99" in _similarity_row(text)
-    [suite] = junit.findall("testsuite")
+    [suite] = [s for s in junit.findall("testsuite") if s.get("name") == "context-similarity"]
     assert suite.get("failures") == "3" and len(junit.findall(".//failure")) == 3
     props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
     assert props["pass_mark"] == "0.99" and props["pass_rate"] == "0"

@@ -123,3 +123,26 @@ def synthetic_run(
         results=items,
     )
     return run.with_cases(CaseRecord(case_id=f"case-{i:05d}", case=case_of(i)) for i in range(n))
+
+
+def moved_run(
+    run: EvalRun,
+    *,
+    run_id: str,
+    moves: dict[str, float],
+    metric: str = SIMILARITY,
+    wobble: float = 0.0,
+    seed: int = 7,
+) -> EvalRun:
+    """``run`` again as another run: the scores of ``metric`` of the cases in ``moves``
+    moved by their amount (kept in 0..1), every other score of it by at most ``wobble``,
+    every other item as it was; the same cases."""
+    rng = random.Random(seed)
+    items = []
+    for item in run.results:
+        if item.metric == metric and item.score is not None:
+            delta = moves.get(item.case_id, rng.uniform(-wobble, wobble) if wobble else 0.0)
+            item = item.model_copy(update={"score": min(max(item.score + delta, 0.0), 1.0)})
+        items.append(item)
+    moved = run.model_copy(update={"run_id": run_id, "results": items})
+    return moved.with_cases(run.iter_cases())

@@ -54,15 +54,34 @@ def estimate_table(estimate: Any) -> Table:
     return table("contextlens dry run", headers, rows, numeric=headers[2:], caption=caption)
 
 
-def stopped_lines(run: Any) -> list[Any]:
-    """What the end of a run stopped by its cost cap says: why, what was spent, how many
-    cases were not run, and how to go on."""
+def stopped_lines(run: Any, *, cached: bool) -> list[Any]:
+    """What the end of a run stopped by its cost cap says: why, what was spent and what is
+    left of the cap, the items not run per metric, and how to go on: replaying what was paid
+    for when the run kept its replies (``cached``), paying for all of it again when not."""
     spent = run.accounting.total.cost
-    not_run = max((s.n_not_run for s in run.summaries.values()), default=0)
+    said = f"stopped: {run.stopped}; ${spent:.4f} spent"
+    cap = run.config.max_cost
+    if cap is not None:
+        left = cap - spent
+        said += (
+            f", ${left:.4f} left (less than the next call could cost)"
+            if left >= 0
+            else f", ${-left:.4f} past it (a backend reported more than its price allows)"
+        )
+    not_run = [(key, s.n_not_run) for key, s in run.summaries.items() if s.n_not_run]
+    items = sum(n for _, n in not_run)
+    resume = (
+        "the same command with a higher --max-cost goes on, replaying what was paid for "
+        "from the cache"
+        if cached
+        else "the same command with a higher --max-cost runs every case again, paying again "
+        "for what this run spent"
+    )
     return [
-        line(f"stopped: {run.stopped}; ${spent:.4f} spent"),
+        line(said),
         line(
-            f"{not_run:,} cases not run (status 'not run', not failed); the same command with "
-            "a higher --max-cost goes on, replaying what was paid for from the cache"
+            f"{items:,} items not run (status 'not run', not failed): "
+            + ", ".join(f"{key} {n:,}" for key, n in not_run)
         ),
+        line(resume),
     ]

@@ -3,6 +3,7 @@ between two runs."""
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,6 +19,17 @@ from contextlens.terminal import FitTable, line, table
 if TYPE_CHECKING:
     from contextlens.compare import Comparison
     from contextlens.runner.gates import RegressionOutcome
+
+__all__ = [
+    "compare",
+    "folder_cell",
+    "parse_tags",
+    "parse_tolerance",
+    "runs",
+    "runs_table",
+    "tolerance_lines",
+    "warning_lines",
+]
 
 __all__ = [
     "REGRESSED",
@@ -146,6 +158,25 @@ def _severity(severity: str) -> Text:
     return Text("note ", style="dim") if severity == "note" else Text("warning ", style=YELLOW)
 
 
+def parse_tolerance(items: list[str]) -> float | dict[str, float] | None:
+    """``--tolerance`` values: a number for every metric, ``NAME=NUMBER`` for one (a number
+    beside names is for the others); a usage problem when malformed."""
+    found: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        key = name.strip() if sep else "*"
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number < 0 or (sep and not key):
+            raise UsageProblem(f"--tolerance expects a number >= 0 or NAME=NUMBER, got {item!r}")
+        found[key] = number
+    if not found:
+        return None
+    return found["*"] if list(found) == ["*"] else found
+
+
 def compare(
     run_a: Annotated[str, typer.Argument(help="the baseline: a run id (or prefix) or folder")],
     run_b: Annotated[str, typer.Argument(help="the candidate: a run id or folder")],
@@ -155,7 +186,7 @@ def compare(
         typer.Option(
             "--out",
             help="the page's file, or a folder for compare-A-B.html "
-            "[default: contextlens-out/comparisons/]",
+            "[default: the comparisons/ folder beside the runs' folders]",
         ),
     ] = None,
     markdown: Annotated[
@@ -165,6 +196,13 @@ def compare(
             "each --fail-on-regression gate"
         ),
     ] = None,
+    tolerance: Annotated[
+        list[str],
+        typer.Option(
+            help="how far a case's score may move and count as unchanged: a number, or "
+            "NAME=NUMBER for one metric (repeatable) [default: the runs' measured noise]"
+        ),
+    ] = [],  # noqa: B006
     fail_on_regression: Annotated[
         list[str],
         typer.Option(
@@ -176,25 +214,29 @@ def compare(
         ),
     ] = [],  # noqa: B006
 ) -> None:
-    """What changed from run A to run B: per metric the mean difference, its interval and
-    P(B better); the cases that changed most, regressions first; and every way the runs
-    differ besides their scores (judge, settings, prompts, data, cases). With
-    --fail-on-regression, exit 1 when B is credibly worse than A on a metric named."""
+    """What changed from run A to run B (B - A): per metric the mean difference, its
+    interval and P(B better); the cases that moved beyond the metric's tolerance,
+    regressions first; and every way the runs differ besides their scores (judge, settings,
+    prompts, data, cases). With --fail-on-regression, exit 1 when B is credibly worse than
+    A on a metric named."""
     from contextlens.compare import compare as compare_runs
-    from contextlens.report.comparison import write_comparison
+    from contextlens.report.comparison import default_folder, write_comparison
     from contextlens.store import RunStore
 
+    given = parse_tolerance(tolerance)
     folders = _is_folder(run_a) and _is_folder(run_b)  # two folders need no store, unless named
     runs_store = None if folders and store is None else RunStore(store)
-    result = compare_runs(run_a, run_b, store=runs_store)
+    result = compare_runs(run_a, run_b, store=runs_store, tolerance=given)
     regressions = regression_outcomes(result, fail_on_regression)
     for warning in warning_lines(result.warnings):
         out.print(warning)
     out.print(comparison_table(result))
+    for said in tolerance_lines(result):
+        out.print(said)
     changes = changes_table(result)
     if changes is not None:
         out.print(changes)
-    target = out_path if out_path is not None else Path("contextlens-out") / "comparisons"
+    target = out_path if out_path is not None else default_folder(result)
     if target.suffix != ".html":
         make_folder(target)
     page = write_comparison(result, target)
@@ -256,9 +298,22 @@ def _write(path: Path, content: str) -> None:
     write_text(path, content)
 
 
+def tolerance_lines(result: Any) -> list[Text]:
+    """Per metric, the tolerance its cases were held to and how it was found, and how many
+    cases moved within it."""
+    said = []
+    for m in result.metrics:
+        if m.tolerance is None:
+            continue
+        within = f"; {m.n_within_noise} case(s) within it" if m.n_within_noise else ""
+        said.append(line(Text("tolerance ", style="dim"), f"{m.metric}: {m.tolerance.how}{within}"))
+    return said
+
+
 def comparison_table(result: Any) -> Any:
     """Per metric: pairs, means, difference, interval, P(B better), the pass rates of A and
-    B, unpaired cases, regressions, improvements, verdict."""
+    B, unpaired cases, regressions and improvements (beyond the tolerance), verdict; titled
+    with which run is A and which B."""
     from contextlens.report.format import rates_text
 
     headers = ["metric", "pairs", "A", "B", "B - A", "interval", "P(B better)", "pass A -> B"]
@@ -275,18 +330,19 @@ def comparison_table(result: Any) -> Any:
             rates_text(m.pass_rate_a, m.pass_rate_b),
             m.n_unpaired,
             len(m.regressions),
-            sum(c.change in ("improved", "fixed") for c in m.changes),
+            len(m.improvements),
             m.verdict,
         ]
         for m in result.metrics
     ]
-    title = f"{result.run_a} (A) vs {result.run_b} (B)"
+    title = f"{result.sides}; B - A"
     numeric = [h for h in headers[1:-1] if h != "pass A -> B"]
     return table(title, headers, rows, numeric=numeric, ids=["metric", "pass A -> B"])
 
 
 def changes_table(result: Any, limit: int = SHOWN_CHANGES) -> Any:
-    """The cases that changed most, regressions first (None when none changed)."""
+    """The cases that changed beyond their tolerance (or failed, or are in one run only),
+    most first, regressions first (None when none did)."""
     changes = sorted(
         ((m.metric, c) for m in result.metrics for c in m.changes if c.change != "unchanged"),
         key=lambda pair: pair[1].order(),

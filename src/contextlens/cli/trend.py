@@ -27,12 +27,15 @@ def trend(
     store: Annotated[Path | None, typer.Option(help="run store file")] = None,
     out_path: Annotated[
         Path | None,
-        typer.Option("--out", help="the page's file or folder [default: contextlens-out/trends/]"),
+        typer.Option(
+            "--out",
+            help="the page's file or folder [default: the trends/ folder beside the runs' folders]",
+        ),
     ] = None,
 ) -> None:
     """Each metric's mean and interval per run, oldest first, with a plot; and the cases
     that changed most between the first run and the last."""
-    from contextlens.report.trend import write_trend
+    from contextlens.report.trend import default_folder, write_trend
     from contextlens.store import RunStore
     from contextlens.trend import trend as trend_of
 
@@ -57,7 +60,7 @@ def trend(
         changes = changes_table(result.first_to_last)
         if changes is not None:
             out.print(changes)
-    target = out_path if out_path is not None else Path("contextlens-out") / "trends"
+    target = out_path if out_path is not None else default_folder(result)
     if target.suffix != ".html":
         make_folder(target)
     out.print(line("report: ", write_trend(result, target)))

@@ -26,6 +26,7 @@ __all__ = [
     "PriceTable",
     "attribute",
     "current_case",
+    "current_judge",
     "current_ledger",
     "current_metric",
     "record",
@@ -41,7 +42,9 @@ class Counts(BaseModel):
     ``dropped``: calls whose connection dropped before a reply (they may or may not have
     reached the server; each is retried); ``cache_hits``: replies served from the cache;
     ``retries``: calls tried again; ``failures``: items whose judge call failed for good;
-    tokens as reported by the backend; ``cost``: estimated USD of the priced calls;
+    tokens as reported by the backend; ``cost``: estimated USD of the priced calls (under a
+    cost cap, a call that may have been billed without saying what it used counts as the cap
+    charged it, at its most, so the cap and the ledger agree);
     ``unpriced_calls``: calls whose model has no price (their cost is unknown, not 0);
     ``seconds``: the latency of the answered calls, added up (from when each was sent).
     """
@@ -288,17 +291,24 @@ current_metric: ContextVar[str] = ContextVar("contextlens_metric", default=UNATT
 current_case: ContextVar[str] = ContextVar("contextlens_case", default="")
 """The id of the case judge calls are made for (named in log messages)."""
 
+current_judge: ContextVar[str | None] = ContextVar("contextlens_judge", default=None)
+"""The name of the judge the current metric asks (None: not said)."""
+
 
 @contextmanager
-def attribute(ledger: Ledger | None, metric: str, case: str = "") -> Iterator[Ledger | None]:
+def attribute(
+    ledger: Ledger | None, metric: str, case: str = "", judge: str | None = None
+) -> Iterator[Ledger | None]:
     """Record judge calls made inside the block (tasks created in it included) into
-    ``ledger`` under ``metric``, for the case ``case``."""
+    ``ledger`` under ``metric``, for the case ``case``, asked of ``judge``."""
     ledger_token = current_ledger.set(ledger)
     metric_token = current_metric.set(metric)
     case_token = current_case.set(case)
+    judge_token = current_judge.set(judge)
     try:
         yield ledger
     finally:
+        current_judge.reset(judge_token)
         current_case.reset(case_token)
         current_metric.reset(metric_token)
         current_ledger.reset(ledger_token)

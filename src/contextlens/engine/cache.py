@@ -34,6 +34,7 @@ __all__ = [
     "NullCache",
     "current_repeat",
     "default_cache_path",
+    "keeps_replies",
     "open_cache",
 ]
 
@@ -388,15 +389,24 @@ def open_cache(cache: bool | str | Path | Cache | NullCache | None = True) -> Ca
     file, an instance itself."""
     if isinstance(cache, (Cache, NullCache)):
         return cache
-    if cache is None or cache is True:
-        if os.environ.get(ENV_CACHE, "").strip().lower() in ("off", "0", "false", "no"):
-            return NullCache()
-        return _opened(None)
-    if cache is False:
+    if not keeps_replies(cache):
         return NullCache()
+    if cache is None or cache is True:
+        return _opened(None)
     if isinstance(cache, (str, os.PathLike)):
         return _opened(cache)
     raise TypeError(f"cache must be a bool, a path or a Cache, got {type(cache).__name__}")
+
+
+def keeps_replies(cache: object) -> bool:
+    """Whether a ``cache=`` argument asks for replies to be kept (see :func:`open_cache`):
+    not ``False``, a :class:`NullCache`, nor the default while ``$CONTEXTLENS_CACHE`` is
+    ``off``."""
+    if cache is False or isinstance(cache, NullCache):
+        return False
+    if cache is None or cache is True:
+        return os.environ.get(ENV_CACHE, "").strip().lower() not in ("off", "0", "false", "no")
+    return True
 
 
 def _opened(path: str | os.PathLike[str] | None) -> Cache | NullCache:

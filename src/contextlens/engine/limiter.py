@@ -9,6 +9,10 @@ below one.
 A server that does not say how many calls it serves at once has its limit found by a
 :class:`Ramp` over the run's first calls: one call at a time, doubled while the calls do not
 slow down, the limit kept where they do.
+
+Waiters are served first come first served, except that the waiters of a run that orders
+its calls (:data:`current_turns`: a run under a cost cap, whose metrics take turns) go in
+that run's order when the longest waiter is one of them.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from types import TracebackType
+from typing import Any, Protocol
 
 from contextlens.sync import PerLoop
 
@@ -112,13 +118,28 @@ class Ramp:
         self.reason = reason
 
 
+class Turns(Protocol):
+    """How a run orders its calls that wait for a slot."""
+
+    def place(self) -> Callable[[], tuple[Any, ...]]:
+        """Called as a call starts waiting: a function of its place in line now (the
+        smallest goes first)."""
+        ...
+
+
+current_turns: ContextVar[Turns | None] = ContextVar("contextlens_turns", default=None)
+"""The order of the current run's waiting calls (None: first come, first served)."""
+
+
 class Limiter:
     """At most ``limit`` calls in flight at once, lowered on rate limits and raised slowly.
 
     Waiters queue first come first served and a freed slot is handed straight to the
-    longest waiter (no herd of waiters re-checking a condition). One limiter may be used
-    from several event loops and threads at once (each sync call runs its own loop): one
-    queue serves them all, and a slot freed in one loop is handed to a waiter in another.
+    longest waiter (no herd of waiters re-checking a condition), or, when that waiter's run
+    orders its calls (:data:`current_turns`), to the first of that run's waiters in its
+    order. One limiter may be used from several event loops and threads at once (each sync
+    call runs its own loop): one queue serves them all, and a slot freed in one loop is
+    handed to a waiter in another.
     ``peak`` is the most calls it let in flight at once, ``lowest`` the lowest limit it fell
     to, ``rate_limited`` and ``timeouts`` the rate-limited and timed-out calls it was told of.
 
@@ -236,7 +257,8 @@ class Limiter:
             if self.in_flight < self.limit and not self._queue:
                 self._take()
                 return
-            entry = _Waiter(asyncio.get_running_loop())
+            turns = current_turns.get()
+            entry = _Waiter(asyncio.get_running_loop(), turns)
             self._queue.append(entry)
         try:
             await entry.future  # the releaser has taken the slot for us
@@ -266,7 +288,7 @@ class Limiter:
         granted: list[_Waiter] = []
         with self._lock:
             while self._queue and self.in_flight < self.limit:
-                entry = self._queue.popleft()
+                entry = self._next()
                 if entry.future.done():  # cancelled before its turn
                     continue
                 entry.granted = True
@@ -280,6 +302,17 @@ class Limiter:
                     entry.loop.call_soon_threadsafe(self._hand_over, entry)
             except RuntimeError:  # its loop is closed: nobody waits there any more
                 self.release()
+
+    def _next(self) -> _Waiter:
+        """The waiter served next (lock held): the longest, or, when it belongs to a run
+        that orders its calls, the first in that run's order."""
+        head = self._queue[0]
+        if head.turns is None or len(self._queue) == 1:
+            return self._queue.popleft()
+        mine = [w for w in self._queue if w.turns is head.turns and not w.future.done()]
+        chosen = min(mine, key=lambda w: w.place()) if mine else head
+        self._queue.remove(chosen)
+        return chosen
 
     def _hand_over(self, entry: _Waiter) -> None:
         if entry.future.done():  # cancelled between the grant and now
@@ -316,14 +349,17 @@ class Limiter:
 
 
 class _Waiter:
-    """A caller waiting for a slot: its loop, the future it awaits, whether it got one."""
+    """A caller waiting for a slot: its loop, the future it awaits, whether it got one, and
+    the order of its run (``turns``) with its place in it."""
 
-    __slots__ = ("future", "granted", "loop")
+    __slots__ = ("future", "granted", "loop", "place", "turns")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, turns: Turns | None = None) -> None:
         self.loop = loop
         self.future: asyncio.Future[None] = loop.create_future()
         self.granted = False
+        self.turns = turns
+        self.place: Callable[[], tuple[Any, ...]] = turns.place() if turns else tuple
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -1,6 +1,7 @@
 """Retries of judge and embedding calls: per-call timeout, Retry-After, jittered back-off.
 
-The only place in contextlens that waits before trying a call again.
+The only place in contextlens that waits before trying a call again: after a failure, and
+when an attempt could not be made yet (:class:`NotYet`: no room under the run's cost cap).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import random
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -23,7 +25,7 @@ from contextlens.backend import (
     RateLimited,
 )
 
-__all__ = ["RetryPolicy", "call_with_retry", "is_retryable", "within"]
+__all__ = ["NotYet", "RetryPolicy", "call_with_retry", "is_retryable", "within"]
 
 T = TypeVar("T")
 
@@ -63,6 +65,18 @@ class RetryPolicy:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if self.timeout is not None and not self.timeout > 0:
             raise ValueError(f"timeout must be > 0 or None, got {self.timeout}")
+
+
+class NotYet(Exception):
+    """An attempt that was not made: it can be once :meth:`wait` returns, inside
+    :meth:`resumed`. Neither a failure nor a retry: no attempt is counted, no back-off."""
+
+    async def wait(self) -> None:
+        """Return when the attempt can be made (raise what stops it for good)."""
+
+    def resumed(self) -> AbstractContextManager[None]:
+        """The context of the attempt made after :meth:`wait`."""
+        return nullcontext()
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -125,7 +139,8 @@ async def call_with_retry(
     counted attempts (rate limits and connection failures are not counted), when the next
     wait would end past the budget, or when the server's Retry-After alone exceeds what is
     left of it; the last error is then raised as is. Non-retryable errors are raised at once.
-    ``on_retry(error, wait_seconds)`` is called before each wait.
+    ``on_retry(error, wait_seconds)`` is called before each wait. An attempt that raises
+    :class:`NotYet` is made again once it can be, uncounted.
     """
     started = time.monotonic()
     waits: dict[int, float] = {}  # attempt number -> the wait planned after it
@@ -173,9 +188,16 @@ async def call_with_retry(
                 on_retry(exc, planned_wait(state))
 
     async def attempt() -> T:
-        if policy.timeout is None:
-            return await fn()
-        return await within(fn, policy.timeout)
+        resumed: AbstractContextManager[None] = nullcontext()
+        while True:
+            try:
+                with resumed:
+                    if policy.timeout is None:
+                        return await fn()
+                    return await within(fn, policy.timeout)
+            except NotYet as later:  # not made: made once it can be
+                await later.wait()
+                resumed = later.resumed()
 
     # The first try runs outside tenacity, whose per-call bookkeeping costs more CPU than
     # the rest of a judge call; a retryable failure is replayed as tenacity's first attempt,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,7 @@ __all__ = [
     "WORST",
     "CaseTable",
     "Worst",
+    "case_details",
     "case_table",
     "run_mode",
     "status_of",
@@ -213,6 +214,27 @@ def case_table(
         {k: [] for k, v in sorted(meta_values.items()) if len(v) > MAX_SLICE_VALUES}
     )
     return table
+
+
+def case_details(run: Any, case_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+    """The drill-down of each case of ``run`` named in ``case_ids``, as the run report opens
+    it (its fields, then each metric's result and evidence); a case the run has no item of
+    is left out."""
+    wanted = set(case_ids)
+    grouped: dict[str, dict[str, ItemResult]] = {}
+    for item in iter_results(run):
+        if not isinstance(item, ItemResult):
+            item = ItemResult.model_validate(item)
+        if item.case_id in wanted:
+            grouped.setdefault(item.case_id, {}).setdefault(item.metric, item)
+    cases = getattr(run, "iter_cases", None)
+    records = {} if cases is None else {c.case_id: c for c in cases() if c.case_id in grouped}
+    out = {}
+    for case_id, by_metric in grouped.items():
+        index = {m: i for i, m in enumerate(by_metric)}
+        statuses = [status_of(item) for item in by_metric.values()]
+        out[case_id] = _detail(case_id, records.get(case_id), by_metric, statuses, index)
+    return out
 
 
 def _records(run: Any) -> dict[str, CaseRecord]:

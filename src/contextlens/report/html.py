@@ -43,7 +43,7 @@ from contextlens.report.views import (
 
 __all__ = ["render_report", "write_report"]
 
-SCRIPTS = ("common.js", "report.js", "cases.js", "ready.js")
+SCRIPTS = ("common.js", "casedetail.js", "report.js", "cases.js", "ready.js")
 
 
 def render_report(

@@ -7,16 +7,24 @@ with one test case for its summary (mean, interval, pass rate; never failing) an
 rate, interval and pass mark as properties. With ``items=True`` each metric's suite also has a
 test case per case: failing when its score is below the metric's pass mark, in error when it
 could not be scored, skipped when the metric does not apply to the case or the run stopped
-before it, each with its reason."""
+before it, each with its reason.
+
+Every text is masked (:func:`contextlens.redact.redact`) before it goes into the XML, never
+the file's text, and written as XML 1.0 can hold it: the characters XML forbids (C0 controls
+other than tab, line feed and carriage return; lone surrogates; U+FFFE and U+FFFF) and the
+control and format characters the terminal shows escaped are written out as ``\x1b``,
+``\ud800``, ``\ufffe``; an element's line breaks are kept."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from contextlens.files import make_folder, write_text
+from contextlens.redact import redact
 from contextlens.report.cases import BELOW, FAILED, NOT_APPLICABLE, NOT_RUN, status_of
 from contextlens.report.format import items_text, pass_text
 from contextlens.results import EvalRun, MetricSummary
@@ -32,14 +40,24 @@ GATES = "gates"
 _TESTS, _FAILURES, _ERRORS, _SKIPPED = range(4)
 
 
+#: What XML 1.0 cannot hold and :func:`~contextlens.terminal.safe` leaves: lone surrogates,
+#: U+FFFE and U+FFFF.
+_NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def _written(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 def _attr(value: Any) -> str:
-    """Text XML 1.0 can hold: control characters written out (``\\x1b``)."""
-    return safe(value)
+    """Text XML 1.0 can hold, its secrets masked: control characters, lone surrogates,
+    U+FFFE and U+FFFF written out (``\\x1b``, ``\\ufffe``)."""
+    return _NOT_XML.sub(_written, safe(value))
 
 
 def _text(value: Any) -> str:
     """An element's text: as :func:`_attr`, its lines kept."""
-    return "\n".join(safe(part) for part in str(value).split("\n"))
+    return "\n".join(_attr(part) for part in redact(str(value)).split("\n"))
 
 
 def _properties(suite: ET.Element, summary: MetricSummary | None) -> None:
@@ -209,8 +227,8 @@ def write_junit(
     *,
     items: bool = False,
 ) -> Path:
-    """Write :func:`junit_xml` of ``run`` to ``path`` (whole, its secrets masked) and
-    return it."""
+    """Write :func:`junit_xml` of ``run`` to ``path`` (whole; each text in it masked as it
+    was put in) and return it."""
     target = Path(path)
     make_folder(target.parent)
-    return write_text(target, junit_xml(run, outcomes, items=items) + "\n")
+    return write_text(target, junit_xml(run, outcomes, items=items) + "\n", mask=False)

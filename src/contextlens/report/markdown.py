@@ -162,7 +162,7 @@ def comparison_markdown(
     ``regressions`` gates (``compare --fail-on-regression``) with their verdicts, and the
     cases that changed most, regressions first."""
     lines = [
-        f"### contextlens: `{cell(comparison.run_b)}` (B) against `{cell(comparison.run_a)}` (A)",
+        f"### contextlens: {cell(comparison.sides)}; B - A",
         "",
     ]
     if comparison.warnings:

@@ -4,7 +4,10 @@ scripts with a Content-Security-Policy that allows only them, and JSON for scrip
 A page loads nothing from anywhere. Everything from the evaluated system is escaped by
 Jinja2's autoescape; data for scripts goes through ``<script type="application/json">``
 blocks with ``<``, ``>`` and ``&`` escaped, and the scripts build the DOM from it with
-``textContent``, never ``innerHTML``.
+``textContent``, never ``innerHTML``. Secrets are masked in each value before it is
+escaped or serialized (each string a template prints, each string of the data for scripts,
+the ids in links), never in the page's text, so a mask cannot cut a string or a bracket
+of the JSON the scripts read.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from contextlens.files import make_folder, write_text
+from contextlens.redact import redact, redact_value
 from contextlens.report.format import fmt_count, fmt_score
 from contextlens.runfiles import confined, plain_name
 
@@ -34,20 +38,27 @@ __all__ = ["case_href", "clean", "render_page", "script_json", "write_page"]
 def case_href(case_id: Any, metric: Any = None) -> str:
     """The link that opens a case in the report (``#case=ID``, and ``&metric=NAME`` to open
     it on that metric's evidence), each part percent-encoded."""
-    href = "#case=" + quote(str(case_id), safe="")
-    return href if metric is None else f"{href}&metric={quote(str(metric), safe='')}"
+    href = "#case=" + quote(redact(str(case_id)), safe="")
+    return href if metric is None else f"{href}&metric={quote(redact(str(metric)), safe='')}"
 
 
 def script_json(data: Any) -> Markup:
-    """JSON safe inside ``<script type="application/json">``: no ``<``, ``>``, ``&``."""
+    """JSON safe inside ``<script type="application/json">``: no ``<``, ``>``, ``&``; the
+    secrets in its strings masked."""
+    data = redact_value(data)
     try:
-        text = json.dumps(data, ensure_ascii=False, allow_nan=False, default=str)
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, default=_masked_str)
     except ValueError:  # a NaN or an infinity: null in strict JSON
-        text = json.dumps(clean(data), ensure_ascii=False, allow_nan=False, default=str)
+        text = json.dumps(clean(data), ensure_ascii=False, allow_nan=False, default=_masked_str)
     for char, code in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(char, code)
     text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     return Markup(text)
+
+
+def _masked_str(value: Any) -> str:
+    """A value JSON cannot hold (a date, a path) as its text, masked."""
+    return redact(str(value))
 
 
 def clean(value: Any) -> Any:
@@ -71,9 +82,18 @@ def asset(name: str) -> str:
     )
 
 
+def _printed(value: Any) -> Any:
+    """What a template prints, its secrets masked: markup the report built (the data for
+    scripts, its plots) is masked where it is made and kept as it is."""
+    if hasattr(value, "__html__") or value is None or isinstance(value, (int, float)):
+        return value
+    return redact(str(value))
+
+
 @cache
 def environment() -> Environment:
     env = Environment(
+        finalize=_printed,
         loader=PackageLoader("contextlens.report", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
@@ -118,14 +138,15 @@ def render_page(template: str, *, scripts: Sequence[str], **context: Any) -> str
 
 
 def write_page(html: str, path: str | Path, default_name: str) -> Path:
-    """Write ``html`` to ``path`` (a folder gets ``default_name``) whole, its secrets
-    masked, and return the file. ``default_name`` (made of run ids, which may come from
-    elsewhere) must be a plain file name that stays in the folder: else an
-    :class:`~contextlens.files.OutputError`, and nothing is written."""
+    """Write ``html`` to ``path`` (a folder gets ``default_name``) whole and return the file;
+    the page was masked as it was rendered (:func:`render_page`, :func:`script_json`).
+    ``default_name`` (made of run ids, which may come from elsewhere) must be a plain file
+    name that stays in the folder: else an :class:`~contextlens.files.OutputError`, and
+    nothing is written."""
     target = Path(path)
     if target.is_dir() and not target.is_symlink():
         target = confined(target, default_name)
     elif not plain_name(default_name):  # a page path its caller joined from the name
         confined(target.parent, default_name)
     make_folder(target.parent)
-    return write_text(target, html)
+    return write_text(target, html, mask=False)

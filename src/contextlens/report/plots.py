@@ -1,4 +1,4 @@
-"""The report's plots: SVG drawn here, their text escaped."""
+"""The report's plots: SVG drawn here, their text masked and escaped."""
 
 from __future__ import annotations
 
@@ -6,12 +6,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import markupsafe
 import numpy as np
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
+from contextlens.redact import redact
 from contextlens.report.format import ci_text, finite, fmt_diff, fmt_score
 
 __all__ = ["diff_histogram", "interval_bar", "num", "score_histogram", "trend_plot"]
+
+
+def escape(value: object) -> Markup:
+    """A plot's text (a metric's or a run's name, a number) for SVG: masked, then escaped."""
+    return markupsafe.escape(redact(str(value)))
 
 
 @dataclass(frozen=True)
@@ -266,24 +273,50 @@ def interval_bar(
     return Markup("".join(parts))
 
 
+Band = tuple[float | None, float | None, float | None]
+"""A value and its interval (None where missing)."""
+
+
+def _fits(labels: Sequence[str], width: float) -> bool:
+    """Whether the labels fit side by side under ``width`` (about 6.2 units a character)."""
+    return all(len(t) * 6.2 + 6 <= width for t in labels)
+
+
 def trend_plot(
-    labels: Sequence[str], points: Sequence[tuple[float | None, float | None, float | None]]
+    labels: Sequence[str],
+    points: Sequence[Band],
+    *,
+    rates: Sequence[Band] | None = None,
+    titles: Sequence[str] | None = None,
+    runs: Sequence[str] | None = None,
+    width: int = 400,
+    height: int = 230,
 ) -> Markup:
-    """SVG of a metric over runs: each run's mean (a line through dots) and its interval
-    (a band), the runs in order along the x axis, labelled by ``labels``."""
-    frame = _Frame(0.0, 1.0, height=240, bottom=44)
+    """A small SVG of a metric over runs, on the 0..1 scale: each run's mean (a line through
+    dots, its interval a band and a whisker) and, when given, its pass rate (a dashed line
+    through squares, with its interval); the runs in order along the x axis, each labelled
+    ``#N`` over ``labels[i]`` (turned when they do not fit), ``titles[i]`` its tooltip and
+    ``runs[i]`` its ``data-run``."""
     n = len(points)
+    names = list(titles) if titles is not None else list(labels)
+    ids = list(runs) if runs is not None else [""] * n
+    pad = 26  # room for the first and the last run's label
+    span_w = width - 36 - 14 - 2 * pad
+    step = span_w / max(n - 1, 1) if n > 1 else span_w
+    level = _fits(labels, step)
+    frame = _Frame(0.0, 1.0, width=width, height=height, left=36, right=14, top=14,
+                   bottom=44 if level else 80)  # fmt: skip
     span = max(n - 1, 1)
 
     def x(i: int) -> float:
-        return frame.left + (i / span if n > 1 else 0.5) * frame.inner_w
+        return frame.left + pad + (i / span if n > 1 else 0.5) * (frame.inner_w - 2 * pad)
 
     def y(v: float) -> float:
         return frame.base - min(max(v, 0.0), 1.0) * frame.inner_h
 
-    title = f"Mean and interval over {n} runs"
+    title = f"Mean{' and pass rate' if rates else ''}, each with its interval, over {n} runs"
     parts = [
-        f'<svg class="plot" viewBox="0 0 {frame.width} {frame.height}" role="img" '
+        f'<svg class="plot trend" viewBox="0 0 {frame.width} {frame.height}" role="img" '
         f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
     ]
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
@@ -293,33 +326,79 @@ def trend_plot(
             f'<text class="axis" x="{frame.left - 6}" y="{num(y(tick) + 4)}" '
             f'text-anchor="end">{_tick(tick)}</text>'
         )
-    upper = [(i, p[2]) for i, p in enumerate(points) if p[1] is not None and p[2] is not None]
-    lower = [(i, p[1]) for i, p in enumerate(points) if p[1] is not None and p[2] is not None]
-    if len(upper) > 1:
-        outline = [f"{num(x(i))},{num(y(v))}" for i, v in upper]
-        outline += [f"{num(x(i))},{num(y(v))}" for i, v in reversed(lower)]
-        parts.append(f'<polygon class="ci" points="{" ".join(outline)}"/>')
-    means = [(i, p[0]) for i, p in enumerate(points) if p[0] is not None]
-    if len(means) > 1:
-        path = " ".join(f"{num(x(i))},{num(y(v))}" for i, v in means)
-        parts.append(f'<polyline class="mean" fill="none" points="{path}"/>')
+
+    def band(series: Sequence[Band], css: str) -> None:
+        kept = [
+            (i, lo, hi) for i, (_, lo, hi) in enumerate(series) if lo is not None and hi is not None
+        ]
+        if len(kept) > 1:
+            outline = [f"{num(x(i))},{num(y(hi))}" for i, _, hi in kept if hi is not None]
+            outline += [
+                f"{num(x(i))},{num(y(lo))}" for i, lo, _ in reversed(kept) if lo is not None
+            ]
+            parts.append(f'<polygon class="{css}" points="{" ".join(outline)}"/>')
+
+    def line(series: Sequence[Band], css: str) -> None:
+        kept = [(i, v) for i, (v, _, _) in enumerate(series) if v is not None]
+        if len(kept) > 1:
+            path = " ".join(f"{num(x(i))},{num(y(v))}" for i, v in kept)
+            parts.append(f'<polyline class="{css}" fill="none" points="{path}"/>')
+
+    def interval(low: float | None, high: float | None) -> str:
+        return (
+            f" [{fmt_score(low)}, {fmt_score(high)}]"
+            if low is not None and high is not None
+            else ""
+        )
+
+    band(points, "ci")
+    line(points, "mean")
+    if rates:
+        line(rates, "rate")
     for i, (mean, low, high) in enumerate(points):
+        run = f' data-run="{escape(ids[i])}"' if ids[i] else ""
         if low is not None and high is not None:
             parts.append(
                 f'<g class="whisker"><line x1="{num(x(i))}" x2="{num(x(i))}" '
                 f'y1="{num(y(low))}" y2="{num(y(high))}"/></g>'
             )
         if mean is not None:
-            shown = f"{labels[i]}: mean {fmt_score(mean)}"
-            if low is not None and high is not None:
-                shown += f" [{fmt_score(low)}, {fmt_score(high)}]"
+            shown = f"{names[i]}: mean {fmt_score(mean)}{interval(low, high)}"
             parts.append(
-                f'<circle class="mean-dot" cx="{num(x(i))}" cy="{num(y(mean))}" r="4">'
-                f"<title>{escape(shown)}</title></circle>"
+                f'<circle class="mean-dot" cx="{num(x(i))}" cy="{num(y(mean))}" r="3.5" '
+                f'data-series="mean"{run}><title>{escape(shown)}</title></circle>'
             )
+        rate = rates[i] if rates else (None, None, None)
+        if rate[0] is not None:
+            r_low, r_high = rate[1], rate[2]
+            if r_low is not None and r_high is not None:
+                parts.append(
+                    f'<line class="rate-whisker" x1="{num(x(i) + 3)}" x2="{num(x(i) + 3)}" '
+                    f'y1="{num(y(r_low))}" y2="{num(y(r_high))}"/>'
+                )
+            shown = f"{names[i]}: pass rate {rate[0]:.0%}"
+            if r_low is not None and r_high is not None:
+                shown += f" [{r_low:.0%}, {r_high:.0%}]"
+            parts.append(
+                f'<rect class="rate-dot" x="{num(x(i))}" y="{num(y(rate[0]) - 3)}" width="6" '
+                f'height="6" data-series="pass"{run}><title>{escape(shown)}</title></rect>'
+            )
+        label = escape(labels[i])
+        base = frame.base + 15
         parts.append(
-            f'<text class="axis" x="{num(x(i))}" y="{num(frame.base + 18)}" '
-            f'text-anchor="middle">{escape(labels[i][:14])}</text>'
+            f'<text class="axis run-number" x="{num(x(i))}" y="{num(base)}" '
+            f'text-anchor="middle"{run}>#{i + 1}</text>'
         )
+        if level:
+            parts.append(
+                f'<text class="axis run-label" x="{num(x(i))}" y="{num(base + 14)}" '
+                f'text-anchor="middle"{run}>{label}</text>'
+            )
+        else:
+            parts.append(
+                f'<text class="axis run-label" x="{num(x(i) + 4)}" y="{num(base + 10)}" '
+                f'text-anchor="end" transform="rotate(-35 {num(x(i) + 4)} {num(base + 10)})"'
+                f"{run}>{label}</text>"
+            )
     parts.append("</svg>")
     return Markup("".join(parts))

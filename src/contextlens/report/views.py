@@ -135,6 +135,11 @@ class ComparisonView:
     label_b: str
     metrics: list[ComparisonMetricView]
 
+    @property
+    def sides(self) -> str:
+        """``A = before (1a2b3c), B = after (4d5e6f)``: which run is which."""
+        return f"A = {self.label_a}, B = {self.label_b}"
+
 
 def _anchor(prefix: str, name: str, index: int) -> str:
     slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:40] or "metric"
@@ -408,11 +413,16 @@ def _comparison_metric(mc: Any, index: int) -> ComparisonMetricView:
 
 
 def _label(comparison: Any, side: str) -> str:
-    value = first(comparison, (f"label_{side}", f"name_{side}", f"run_id_{side}", f"run_{side}"))
+    """A run of a comparison as ``name (run id)``, its name or its id."""
+    run_id = get(comparison, f"run_{side}")
+    name = first(comparison, (f"label_{side}", f"name_{side}"))
+    if isinstance(run_id, str) and run_id:
+        return f"{name} ({run_id})" if name and name != run_id else run_id
+    value = name if name is not None else first(comparison, (f"run_id_{side}", f"run_{side}"))
     if value is None:
         return side.upper()
-    run_id = get(value, "run_id")
-    return str(run_id if run_id is not None else value)
+    found = get(value, "run_id")
+    return str(found if found is not None else value)
 
 
 def comparison_view(comparison: Any) -> ComparisonView:

@@ -220,9 +220,11 @@ def evaluate(
     ``out``, the run writes into its own ``out/<run id>/`` (the run's ``out_dir``)
     ``results.jsonl`` (as results come) and ``summary.json``, then points ``out/latest`` at
     it; a :class:`RunFolder` is written into but not completed.
-    ``max_cost``: USD the run's judge calls may cost at most; the run stops sending calls
-    before the next could pass it, and the cases it did not score are ``not_run`` (the run's
-    ``stopped`` says why).
+    ``max_cost``: USD the run's judge calls may cost at most. A call that could pass it while
+    others are in flight waits for them to settle (the metrics taking turns); once what is
+    spent leaves too little for a call, that call is not sent, no new case is started, and
+    the items not scored are ``not_run`` (the run's ``stopped`` says why). The cap counts
+    what the run's ``accounting`` counts (see :mod:`contextlens.engine.budget`).
     ``dry_run``: make no judge call and return a
     :class:`~contextlens.runner.dry_run.CostEstimate` of the calls, tokens and cost the run
     would take, every case read and checked and every prompt built.

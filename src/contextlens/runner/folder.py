@@ -12,21 +12,42 @@ import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import to_json
 
 from contextlens.cases import CASES_FILE, CaseRecord, DataFingerprint
 from contextlens.errors import InputError
 from contextlens.files import LineFile, OutputError, describe_os_error
-from contextlens.redact import redact
+from contextlens.redact import redact_value
 from contextlens.results import RESULTS_FILE, ItemResult
 from contextlens.runfiles import check_run_id, read_small
 from contextlens.schemas import Dataset, ModelTestCase
 
-__all__ = ["LATEST", "CaseLog", "ResultSink", "RunFolder", "latest_run", "new_run_id"]
+__all__ = [
+    "LATEST",
+    "CaseLog",
+    "ResultSink",
+    "RunFolder",
+    "latest_run",
+    "masked_json",
+    "new_run_id",
+]
 
 LATEST = "latest"
 """The name, in an ``out`` folder, of the pointer to its newest completed run."""
 #: The largest ``latest`` file read (it holds one run id).
 MAX_POINTER_BYTES = 4096
+
+
+def masked_json(model: BaseModel, **dump: Any) -> str:
+    """``model`` as ``model.model_dump_json(**dump)`` writes it, but each string in it masked
+    (:func:`~contextlens.redact.redact_value`) before it is serialized, so a mask never
+    touches the JSON around a secret: the text parses, to the same structure, whatever the
+    strings hold."""
+    data = model.model_dump(mode="json", **dump)
+    return to_json(redact_value(data), inf_nan_mode="null").decode()
 
 
 def new_run_id() -> str:
@@ -146,12 +167,13 @@ class CaseLog:
 
     def write(self, case_id: str, case: ModelTestCase | Dataset) -> None:
         record = CaseRecord(case_id=case_id, case=case)
-        text = record.line()
-        self.fingerprint.add(text)
+        self.fingerprint.add(record.line())
         if self.cases is not None:
             self.cases.append(record)
         if self.file is not None:
-            self.file.write(redact(text))
+            # as record.line() writes it, masked
+            masked = masked_json(record, exclude_defaults=True, fallback=str)
+            self.file.write(masked + "\n")
 
     def close(self) -> None:
         if self.file is not None:
@@ -184,7 +206,7 @@ class ResultSink:
         if self.failed is not None:
             raise self.failed
         try:
-            self.file.write(redact(item.model_dump_json()) + "\n")
+            self.file.write(masked_json(item) + "\n")
         except OutputError as exc:
             self.failed = exc
             raise

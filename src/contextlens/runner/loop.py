@@ -18,6 +18,7 @@ from typing import Any
 from contextlens.engine.accounting import UNATTRIBUTED, Ledger, attribute
 from contextlens.engine.budget import CostCap, CostCapReached, current_cap
 from contextlens.engine.cache import current_repeat
+from contextlens.engine.limiter import current_turns
 from contextlens.engine.reach import JudgeUnreachable
 from contextlens.files import OutputError
 from contextlens.results import EvalRun, ItemResult
@@ -95,6 +96,7 @@ class RunLoop:
         finished and written first. Raises what stopped the run: a result that could not be
         written, then a judge that cannot be reached."""
         cap_token = current_cap.set(self.cap)  # every task the run starts calls within the cap
+        turns_token = current_turns.set(self.cap)  # and its metrics take turns for slots
         heartbeat = asyncio.create_task(self.beat())
         try:
             with self.bar if self.bar is not None else nullcontext():
@@ -102,6 +104,7 @@ class RunLoop:
         finally:
             self.sink.close()
             heartbeat.cancel()
+            current_turns.reset(turns_token)
             current_cap.reset(cap_token)
         if self.sink.failed is not None:  # nothing more was sent once a write failed
             raise self.sink.failed
@@ -162,10 +165,12 @@ class RunLoop:
         tally = self.tallies[b.key]
         tally.begin()  # the metric's wall time: its items overlap, their waits are not added
         try:
-            runs = self.repeats if b.services.judge is not None else 1
-            items = [await score_item(b, case, ident, r, self.ledger) for r in range(runs)]
-            stopped = next((i for i in items if i.not_run is not None), None)
-            return stopped or merge_repeats(items, b.pass_mark)
+            items: list[ItemResult] = []
+            for repeat in range(self.repeats if b.services.judge is not None else 1):
+                items.append(await score_item(b, case, ident, repeat, self.ledger))
+                if items[-1].not_run is not None:  # the cap: no further repeat is paid for
+                    return items[-1]
+            return merge_repeats(items, b.pass_mark)
         finally:
             tally.end()
 
@@ -242,7 +247,7 @@ async def score_item(
     token = current_repeat.set(repeat)
     key: MetricKey = b.key
     try:
-        with attribute(ledger, key, ident):
+        with attribute(ledger, key, ident, b.judge_name):
             result = await b.metric.score(case, b.services)
         return item_of(ident, key, b.judge_name, result, b.pass_mark)
     except JudgeUnreachable:  # not this item's fault: the run stops

@@ -38,9 +38,6 @@ the content for the completion; per input for embeddings).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
-import math
 import random
 import socket
 import threading
@@ -48,9 +45,20 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+from contextlens.testing.fake_http import (
+    PROBE_FAULTS,
+    SLOTS_VIA,
+    FakeHTTPServer,
+    Turns,
+    content_text,
+    embedding,
+    error_body,
+    estimate_tokens,
+    schema_text,
+)
 
 __all__ = [
     "DEFAULT_REPLY",
@@ -67,204 +75,8 @@ DEFAULT_REPLY = '{"reason": "ok", "score": 1.0}'
 FAULTS = ("ok", "429", "500", "503", "timeout", "truncated", "garbage")
 """The fault names ``script`` accepts."""
 
-SLOTS_VIA = {"props": "/props", "slots": "/slots", "info": "/info"}
-"""Where ``slots`` is reported (``slots_via``), and its path."""
-
-PROBE_FAULTS = ("500", "garbage", "hang")
-"""How the slot endpoints fail (``probe_fault``): an error status, a 200 reply that is not
-JSON, or no reply for ``hang_time`` seconds."""
-
 GARBAGE = "Sorry, I can't answer that in the requested format."
 _HISTORY = 10_000
-
-
-def estimate_tokens(text: str) -> int:
-    """Rough token count: one token per four characters, rounded up."""
-    return math.ceil(len(text) / 4)
-
-
-def _schema_text(response_format: Any) -> str:
-    """The reply schema a request carries, as compact JSON: providers count it as prompt."""
-    if not isinstance(response_format, dict):
-        return ""
-    inner = response_format.get("json_schema")
-    schema = inner.get("schema") if isinstance(inner, dict) else response_format.get("schema")
-    return json.dumps(schema, separators=(",", ":")) if schema else ""
-
-
-def _content_text(content: Any) -> str:
-    """The text of a message content (a string, or a list of OpenAI content parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
-        )
-    return "" if content is None else json.dumps(content)
-
-
-def _embedding(text: str, dim: int) -> list[float]:
-    """A unit vector seeded by the SHA-256 of ``text``: same text, same vector."""
-    rng = random.Random(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
-    vector = [rng.gauss(0.0, 1.0) for _ in range(dim)]
-    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
-    return [x / norm for x in vector]
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
-    allow_reuse_address = True
-
-    def __init__(self, fake: FakeOpenAIServer, address: tuple[str, int]) -> None:
-        self.fake = fake
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-        self.stopped = False
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Stay quiet: clients that hang up (e.g. after their own timeout) are expected."""
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out in two writes
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.connections_lock:
-            self.server.connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
-        with contextlib.suppress(OSError):
-            super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence the default per-request logging."""
-
-    def do_GET(self) -> None:
-        fake = self.server.fake
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if self._route() == "models":
-            self._send(200, fake._models_body())
-        elif path in SLOTS_VIA.values() and fake.probe_fault is not None:
-            fake._probed(path, dict(self.headers))
-            self._probe_fault(fake.probe_fault, fake)
-        elif fake.slots is not None and path == SLOTS_VIA[fake.slots_via]:
-            fake._probed(path, dict(self.headers))
-            self._send(200, fake._slots_body())
-        else:
-            self._send(404, _error_body("not found", "invalid_request_error"))
-
-    def _probe_fault(self, fault: str, fake: FakeOpenAIServer) -> None:
-        if fault == "500":
-            self._send(500, _error_body("internal server error (injected)", "server_error"))
-            return
-        if fault == "hang":
-            fake._stopping.wait(fake.hang_time)
-        data = b"<html>not json</html>"
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            self.wfile.flush()
-        except OSError:  # the client hung up (e.g. after its own timeout)
-            self.close_connection = True
-
-    def do_POST(self) -> None:
-        route = self._route()
-        body = self._read_json()
-        if self.server.stopped:  # a stopped server answers nothing, even on an open connection
-            self.close_connection = True
-        elif route not in ("chat", "embeddings"):
-            self._send(404, _error_body("not found", "invalid_request_error"))
-        elif body is None:
-            self._send(400, _error_body("invalid JSON body", "invalid_request_error"))
-        else:
-            status, payload, headers = self.server.fake._handle(route, body, dict(self.headers))
-            if self.server.stopped:  # stopped meanwhile: the call is dropped, as in a crash
-                self.close_connection = True
-            else:
-                self._send(status, payload, headers)
-
-    def _route(self) -> str | None:
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if path.startswith("/v1/"):
-            path = path[3:]
-        return {"/chat/completions": "chat", "/embeddings": "embeddings", "/models": "models"}.get(
-            path
-        )
-
-    def _read_json(self) -> dict[str, Any] | None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length > 0 else b""
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            return None
-        return body if isinstance(body, dict) else None
-
-    def _send(
-        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> None:
-        data = json.dumps(payload).encode()
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-            self.wfile.flush()
-        except OSError:  # the client hung up
-            self.close_connection = True
-
-
-def _error_body(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "code": code}}
-
-
-class _Turns:
-    """At most ``serves`` requests worked on at once (None: all); the others wait, first come
-    first served."""
-
-    def __init__(self, serves: int | None) -> None:
-        self.serves = serves
-        self._busy = 0
-        self._queue: deque[int] = deque()
-        self._next = 0
-        self._cond = threading.Condition()
-
-    def wait(self, stopping: threading.Event) -> bool:
-        """Wait for a turn; whether one was taken (False: no limit, or the server stopped)."""
-        if self.serves is None:
-            return False
-        with self._cond:
-            ticket = self._next
-            self._next += 1
-            self._queue.append(ticket)
-            while self._queue[0] != ticket or self._busy >= self.serves:
-                if stopping.is_set():
-                    self._queue.remove(ticket)
-                    self._cond.notify_all()
-                    return False
-                self._cond.wait(0.05)
-            self._queue.popleft()
-            self._busy += 1
-            self._cond.notify_all()
-            return True
-
-    def done(self) -> None:
-        with self._cond:
-            self._busy -= 1
-            self._cond.notify_all()
 
 
 class FakeOpenAIServer:
@@ -383,9 +195,9 @@ class FakeOpenAIServer:
         self.probe_fault = probe_fault
         self.serves = serves
         self._lock = threading.Lock()
-        self._turns = _Turns(serves)
+        self._turns = Turns(serves)
         self._stopping = threading.Event()
-        self._server: _Server | None = None
+        self._server: FakeHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.in_flight = 0
         self.reset()
@@ -397,7 +209,7 @@ class FakeOpenAIServer:
         if self._server is not None:
             return self
         self._stopping.clear()
-        self._server = _Server(self, (self.host, self.port))
+        self._server = FakeHTTPServer(self, (self.host, self.port))
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -427,7 +239,7 @@ class FakeOpenAIServer:
         return self.start()
 
     @staticmethod
-    def _drop_connections(server: _Server) -> None:
+    def _drop_connections(server: FakeHTTPServer) -> None:
         with server.connections_lock:
             connections = list(server.connections)
         for conn in connections:
@@ -520,7 +332,7 @@ class FakeOpenAIServer:
         except Exception as exc:  # e.g. a failing ``reply`` function: show it to the client
             status, payload, extra = (
                 500,
-                _error_body(f"fake server error: {exc!r}", "server_error"),
+                error_body(f"fake server error: {exc!r}", "server_error"),
                 {},
             )
         finally:
@@ -573,7 +385,7 @@ class FakeOpenAIServer:
         return {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
 
     def _rate_limited(self, message: str) -> tuple[int, dict[str, Any], dict[str, str]]:
-        body = _error_body(message, "rate_limit_error", "rate_limit_exceeded")
+        body = error_body(message, "rate_limit_error", "rate_limit_exceeded")
         return 429, body, self._retry_after_header()
 
     def _wait_until(self, due: float) -> None:
@@ -588,14 +400,14 @@ class FakeOpenAIServer:
         if kind not in self.formats:
             accepted = " or ".join(repr(f) for f in self.formats)
             message = f"response_format.type: Input should be {accepted}"
-            return 500, _error_body(message, "server_error"), {}
+            return 500, error_body(message, "server_error"), {}
         fault = self._fault(index)
         if fault == "429":
             result = self._rate_limited("rate limit reached (injected)")
         elif fault == "500":
-            result = 500, _error_body("internal server error (injected)", "server_error"), {}
+            result = 500, error_body("internal server error (injected)", "server_error"), {}
         elif fault == "503":
-            body = _error_body("the server is overloaded (injected)", "server_error")
+            body = error_body("the server is overloaded (injected)", "server_error")
             result = 503, body, self._retry_after_header()
         else:
             finish = "stop"
@@ -620,11 +432,9 @@ class FakeOpenAIServer:
     def _chat_body(self, request: dict[str, Any], content: str, finish: str) -> dict[str, Any]:
         messages = request.get("messages") or []
         prompt = sum(
-            estimate_tokens(_content_text(m.get("content")))
-            for m in messages
-            if isinstance(m, dict)
+            estimate_tokens(content_text(m.get("content"))) for m in messages if isinstance(m, dict)
         )
-        prompt += estimate_tokens(_schema_text(request.get("response_format")))
+        prompt += estimate_tokens(schema_text(request.get("response_format")))
         completion = estimate_tokens(content)
         with self._lock:
             self.prompt_tokens += prompt
@@ -650,7 +460,7 @@ class FakeOpenAIServer:
 
     def _embeddings(self, request: dict[str, Any]) -> dict[str, Any]:
         raw = request.get("input", "")
-        inputs = [raw] if isinstance(raw, str) else [_content_text(x) for x in raw]
+        inputs = [raw] if isinstance(raw, str) else [content_text(x) for x in raw]
         tokens = sum(estimate_tokens(text) for text in inputs)
         with self._lock:
             self.embedding_tokens += tokens
@@ -661,7 +471,7 @@ class FakeOpenAIServer:
                 {
                     "object": "embedding",
                     "index": i,
-                    "embedding": _embedding(text, self.embedding_dim),
+                    "embedding": embedding(text, self.embedding_dim),
                 }
                 for i, text in enumerate(inputs)
             ],

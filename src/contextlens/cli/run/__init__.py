@@ -144,7 +144,10 @@ def run(
         result = execute(plan)
     if result is None:  # a dry run: its estimate is printed
         return
-    verdict = gate(result, plan.gates, args.max_failures)
+    from contextlens.engine.cache import keeps_replies
+
+    cached = keeps_replies(plan.config.cache)  # how a run its cost cap stopped goes on
+    verdict = gate(result, plan.gates, args.max_failures, cached=cached)
     plan.outputs.write(result, verdict.outcomes)  # the files fail exactly when the run does
     for said in verdict.lines:
         err.print(said)

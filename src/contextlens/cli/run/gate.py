@@ -47,15 +47,16 @@ class Verdict:
     outcomes: list[GateOutcome] = field(default_factory=list)
 
 
-def gate(run: EvalRun, gates: Sequence[Gate], max_failures: str) -> Verdict:
+def gate(run: EvalRun, gates: Sequence[Gate], max_failures: str, *, cached: bool = True) -> Verdict:
     """The verdict on ``run``: stopped by its cost cap, else its failures against
-    ``max_failures``, then its ``gates`` (each a :class:`~contextlens.runner.Gate`)."""
+    ``max_failures``, then its ``gates`` (each a :class:`~contextlens.runner.Gate`);
+    ``cached``: whether the run kept its judges' replies (how a stopped run goes on)."""
     from contextlens.runner.gates import check_run
 
     parse_max_failures(max_failures)
     outcomes = check_run(run, gates, max_failures)
     if run.stopped is not None:  # a partial run: its gates would judge part of the data
-        return Verdict(STOPPED, stopped_lines(run), outcomes)
+        return Verdict(STOPPED, stopped_lines(run, cached=cached), outcomes)
     missed = [o.said for o in outcomes if o.missed and o.kind == "fail-under"]
     said = [line(Text("threshold missed ", style=RED), problem) for problem in missed]
     too_many = [o.said for o in outcomes if o.missed and o.kind == "max-failures"]

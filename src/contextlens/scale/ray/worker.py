@@ -21,6 +21,7 @@ from contextlens.results import RESULTS_FILE, EvalRun, ItemResult, MetricSummary
 from contextlens.runfiles import read_records
 from contextlens.runfiles import whole_lines as numbered_lines
 from contextlens.runner import RunFolder, aevaluate, case_id
+from contextlens.runner.folder import masked_json
 from contextlens.runner.summaries import language_noted
 from contextlens.scale.ray.permits import ClusterLimiter, ClusterLimits
 from contextlens.schemas import MetricKey
@@ -155,7 +156,7 @@ def payload_of(
         na = item.not_applicable is not None
         noted = language_noted(item)
         rows.append((at, item.metric, scores, item.failed, item.success, na, noted))
-        lines.append((at, item.model_dump_json()))
+        lines.append((at, masked_json(item)))  # the driver writes it to results.jsonl
     return Payload(
         shard=shard,
         rows=rows,
