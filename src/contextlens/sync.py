@@ -1,5 +1,6 @@
-"""Event loops and threads: run a coroutine from synchronous code, keep per-loop state for
-objects that serve several loops over their life, and call objects the user brought.
+"""Event loops and threads: run a coroutine from synchronous code (and stop it as Ctrl-C
+would), keep per-loop state for objects that serve several loops over their life, and call
+objects the user brought.
 
 User objects (a LangChain model, an SDK client, an embeddings object) are used, never owned.
 Their async clients are often bound to the first event loop that used them, and every sync
@@ -12,6 +13,7 @@ a single loop whatever loop the caller is on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import threading
@@ -31,13 +33,14 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
     With no running loop this is ``asyncio.run``. Inside a running loop (Jupyter, an
     async web handler) the coroutine runs on a fresh loop in a worker thread, so the
-    caller's loop is never re-entered.
+    caller's loop is never re-entered. :func:`interrupt` stops it as Ctrl-C does: it raises
+    ``KeyboardInterrupt`` then.
     """
     if _running_loop() is None:  # outside the except clause: errors carry no false context
-        return asyncio.run(_boxed(coro)).value
+        return _run(coro)
     ctx = contextvars.copy_context()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextlens-sync") as pool:
-        return pool.submit(ctx.run, asyncio.run, _boxed(coro)).result().value
+        return pool.submit(ctx.run, _run, coro).result()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -45,6 +48,48 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+class _Run:
+    """A coroutine :func:`run_sync` is running: its loop and task, once it has started."""
+
+    __slots__ = ("loop", "stopped", "task")
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.stopped = False
+
+
+_runs: list[_Run] = []
+"""What :func:`run_sync` is running now (list operations only: a signal handler reads it)."""
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    run = _Run()
+    try:
+        return asyncio.run(_boxed(coro, run)).value
+    except asyncio.CancelledError:
+        if run.stopped:  # interrupt(): as asyncio.run does after Ctrl-C
+            raise KeyboardInterrupt from None
+        raise
+
+
+def interrupt() -> bool:
+    """Stop what :func:`run_sync` is running as Ctrl-C stops it, whatever SIGINT's handler
+    is (a process started in the background ignores SIGINT): its task is cancelled, what that
+    leaves running finishes as the coroutine's own ``finally`` clauses say, and
+    :func:`run_sync` raises ``KeyboardInterrupt``. Safe from a signal handler and from any
+    thread. False when nothing is running."""
+    stopped = False
+    for run in list(_runs):
+        loop, task = run.loop, run.task
+        if loop is None or task is None:
+            continue
+        run.stopped = stopped = True
+        with contextlib.suppress(RuntimeError):  # its loop has just closed: it is over
+            loop.call_soon_threadsafe(task.cancel)
+    return stopped
 
 
 class _Box:
@@ -61,8 +106,13 @@ class _Box:
         return "<result>"
 
 
-async def _boxed(coro: Coroutine[Any, Any, T]) -> _Box:
-    return _Box(await coro)
+async def _boxed(coro: Coroutine[Any, Any, T], run: _Run) -> _Box:
+    run.loop, run.task = asyncio.get_running_loop(), asyncio.current_task()
+    _runs.append(run)
+    try:
+        return _Box(await coro)
+    finally:
+        _runs.remove(run)
 
 
 class PerLoop(Generic[T]):
