@@ -20,8 +20,6 @@ from contextlens.store import RunStore
 from contextlens.sync import interrupt, run_sync
 from contextlens.testing import FakeOpenAIServer
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGTERM"), reason="needs POSIX signals")
-
 PRECISION = json.dumps({"reason": "Matches.", "score": 0.8})
 CASES = 200
 
@@ -46,6 +44,7 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="needs POSIX signals and preexec_fn")
 def test_sigterm_stops_a_run_whose_sigint_is_ignored(tmp_path: Path) -> None:
     data = cases(tmp_path / "cases.jsonl")
     store, out = tmp_path / "runs.sqlite3", tmp_path / "out"
