@@ -18,11 +18,16 @@ interval, pass rate, items, failures) ends the terminal summary; ``--contextlens
 also writes one HTML page (see :mod:`contextlens.report`) with every item scored by
 ``assert_context`` during the session. The plugin loads at every pytest start, so it imports
 the engine only when ``assert_context`` is first called.
+
+Under pytest-xdist (``-n N``) each worker hands what it collected to the controller, which
+merges every worker's items into the one table and the one report it writes; the workers
+write nothing.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import time
 import uuid
@@ -63,6 +68,8 @@ class _Collector:
     metric_judges: dict[str, str] = field(default_factory=dict)
     metric_marks: dict[str, set[float | None]] = field(default_factory=dict)
     """The thresholds each metric was held to over the session."""
+    lost: list[str] = field(default_factory=list)
+    """pytest-xdist workers that went down without handing over what they collected."""
 
     def case_prefix(self) -> str:
         """The current test's node id (``#2`` on its second call), or ``case``."""
@@ -95,6 +102,46 @@ class _Collector:
         for seen, value in ((self.judges, run.judge), (self.embedders, run.embedder)):
             if value not in seen:
                 seen.append(value)
+
+    def export(self) -> dict[str, Any]:
+        """What this collector holds, as plain JSON data (what a pytest-xdist worker sends)."""
+        data = {
+            "started": self.started.isoformat(),
+            "items": [item.model_dump(mode="json") for item in self.items],
+            "accounting": {k: v.model_dump(mode="json") for k, v in self.accounting.items()},
+            "judges": self.judges,
+            "embedders": self.embedders,
+            "calls": self.calls,
+            "seconds": self.seconds,
+            "metric_seconds": self.metric_seconds,
+            "metric_judges": self.metric_judges,
+            "metric_marks": {k: sorted(v, key=str) for k, v in self.metric_marks.items()},
+        }
+        plain: dict[str, Any] = json.loads(json.dumps(data))  # str, not str subclasses
+        return plain
+
+    def merge(self, data: Mapping[str, Any]) -> None:
+        """Add what another collector exported (a pytest-xdist worker's share)."""
+        from contextlens.engine.accounting import Counts
+        from contextlens.results import ItemResult
+        from contextlens.schemas import MetricKey
+
+        self.started = min(self.started, datetime.fromisoformat(data["started"]))
+        self.items.extend(ItemResult.model_validate(item) for item in data["items"])
+        for key, counts in data["accounting"].items():
+            name = MetricKey(key)
+            self.accounting[name] = self.accounting.get(name, Counts()) + Counts(**counts)
+        for seen, values in ((self.judges, data["judges"]), (self.embedders, data["embedders"])):
+            seen.extend(v for v in values if v not in seen)
+        self.calls += data["calls"]
+        self.seconds += data["seconds"]
+        for key, seconds in data["metric_seconds"].items():
+            name = MetricKey(key)
+            self.metric_seconds[name] = self.metric_seconds.get(name, 0.0) + seconds
+        for key, judge in data["metric_judges"].items():
+            self.metric_judges.setdefault(MetricKey(key), judge)
+        for key, marks in data["metric_marks"].items():
+            self.metric_marks.setdefault(MetricKey(key), set()).update(marks)
 
 
 _collectors: list[_Collector] = []
@@ -363,14 +410,35 @@ def _report_path(config: pytest.Config) -> Path | None:
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
+_XDIST_KEY = "contextlens"
+"""Where a pytest-xdist worker's share goes in its ``workeroutput``."""
+
 _run_key = pytest.StashKey["EvalRun | None"]()
 _calls_key = pytest.StashKey["tuple[int, float]"]()
 _written_key = pytest.StashKey[Path]()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist's controller: a worker is done; its share joins the session's."""
+    share = getattr(node, "workeroutput", {}).get(_XDIST_KEY)
+    collector = _current()
+    if collector is None:
+        return
+    if share is not None:
+        collector.merge(share)
+    elif error is not None:  # it crashed: what it had scored is gone with it
+        collector.lost.append(str(getattr(getattr(node, "gateway", None), "id", None) or node))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     collector = _current()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its share goes to the controller
+        if collector is not None and collector.items:
+            workeroutput[_XDIST_KEY] = collector.export()
+        return
     run = collected_run(collector)
     session.config.stash[_run_key] = run
     if collector is not None:
@@ -415,9 +483,16 @@ def _rendered(renderable: Any, width: int, color: bool) -> list[str]:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     run = config.stash.get(_run_key, None)
     path = _report_path(config)
-    if run is None and path is None:
+    collector = _current()
+    lost = collector.lost if collector is not None else []
+    if run is None and path is None and not lost:
         return
     terminalreporter.write_sep("=", "contextlens")
+    if lost:
+        terminalreporter.write_line(
+            f"contextlens: worker(s) {', '.join(lost)} went down without handing over their "
+            "assert_context results: the table and the report lack them"
+        )
     if run is not None:
         writer = getattr(terminalreporter, "_tw", None)
         width = getattr(writer, "fullwidth", 80)

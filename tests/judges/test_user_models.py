@@ -399,7 +399,7 @@ class NewerOpikModel:
         raise NotImplementedError
 
     async def agenerate_string(self, input: str, **kwargs) -> str:
-        raise AssertionError("the chat completion comes first")
+        raise NotImplementedError  # Opik's base class's own: the blocking one is asked then
 
     async def agenerate_provider_response(self, messages, **kwargs):
         raise NotImplementedError

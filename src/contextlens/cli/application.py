@@ -11,6 +11,7 @@ import typer
 from rich.text import Text
 
 from contextlens.errors import ContextLensError
+from contextlens.sync import interrupt
 from contextlens.terminal import console, line
 
 __all__ = [
@@ -56,13 +57,16 @@ def was_terminated() -> bool:
 
 def handle_termination() -> None:
     """Take SIGTERM (docker stop, a CI cancel, a Kubernetes eviction) as Ctrl-C is taken:
-    stop sending, let what is in flight end or be cancelled, record the run interrupted with
-    the command that resumes it."""
+    stop sending, let what is in flight end and be written, record the run interrupted with
+    the command that resumes it. It is handled on its own, not turned into SIGINT, which a
+    process started in the background by a script (``cmd &``), under nohup or by many CI
+    runners ignores. A second SIGTERM stops at once."""
 
     def on_term(signum: int, frame: object) -> None:
         global _terminated
-        _terminated = True
-        signal.raise_signal(signal.SIGINT)
+        again, _terminated = _terminated, True
+        if again or not interrupt():  # no run under way: stop where the command is
+            raise KeyboardInterrupt
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_term)

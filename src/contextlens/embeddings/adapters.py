@@ -219,13 +219,16 @@ class _Adapter:
 
 
 class LangChainEmbedder(_Adapter):
-    """A LangChain ``Embeddings``: ``embed_documents`` in a worker thread (``aembed_documents``
-    on contextlens's loop when it has only that)."""
+    """A LangChain ``Embeddings``: ``embed_documents`` in worker threads, taken as thread-safe
+    as LangChain's own async twin takes it (``aembed_documents`` on contextlens's loop when it
+    has only that)."""
 
     prefix = "langchain"
 
     async def _raw(self, texts: list[str]) -> Any:
-        return await call_user(self.model, "embed_documents", "aembed_documents", texts)
+        return await call_user(
+            self.model, "embed_documents", "aembed_documents", texts, thread_safe=True
+        )
 
 
 class LlamaIndexEmbedder(_Adapter):

@@ -24,13 +24,19 @@ What they return is a reply like any other: text (the JSON is found and validate
 instance of the schema they were handed, or (Opik) a provider response with
 ``choices[0].message.content`` and its token usage. Their exceptions become the backend
 contract's kinds (:mod:`contextlens.judges.errors`) with the original as ``__cause__``.
-Like every user object they are used, never owned: a blocking method runs in a worker thread
-of contextlens, an async-only one on contextlens's own event loop
-(:func:`contextlens.sync.call_user`).
+Like every user object they are used, never owned, and called as
+:func:`contextlens.sync.call_either` says: a model that declares ``thread_safe = True`` (on
+the object or its class) has its blocking method called in contextlens's worker threads, as
+many calls at once as the judge's limit; else its async method, when it has one, is awaited on
+contextlens's own event loop; else its blocking method is called one call at a time (the
+backend's ``concurrency`` is 1 then), in a thread of its own. A call that does not return
+within the judge's timeout is abandoned to its daemon thread, which never keeps the process
+from ending.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -53,7 +59,7 @@ from contextlens.backend import (
 )
 from contextlens.judges.errors import as_backend_error, is_reply_error
 from contextlens.judges.formats import FormatNegotiation
-from contextlens.sync import in_thread, on_home_loop
+from contextlens.sync import call_either, is_thread_safe
 
 __all__ = [
     "DeepEvalModelBackend",
@@ -225,6 +231,15 @@ def _bound(obj: object, name: str) -> Callable[..., Any] | None:
     return method if callable(method) else None
 
 
+def _async_method(obj: object, name: str) -> Callable[..., Any] | None:
+    """``obj``'s async method ``name``; None when it has none, or only the default of Opik's
+    base class, which raises ``NotImplementedError`` (its blocking twin is the model's own)."""
+    method = _bound(obj, name)
+    owner = next((c for c in type(obj).__mro__ if name in vars(c)), None)
+    opik_default = owner is not None and (owner.__module__.split(".")[0], owner.__qualname__)
+    return None if opik_default == ("opik", "OpikBaseModel") else method
+
+
 def _unbound(method: Callable[..., Any]) -> Callable[..., Any]:
     """The function behind a bound method (hashable and shared by instances, for :func:`_takes`)."""
     return getattr(method, "__func__", method)
@@ -281,6 +296,8 @@ class _UserModelBackend(ChatBackend):
     constrained = False
     #: Whether the model is handed the reply schema (when its method takes one).
     use_structured_output = True
+    #: Its async methods: with none of them and no ``thread_safe = True``, one call at a time.
+    async_methods: tuple[str, ...] = ()
 
     def __init__(self, obj: Any, model: str, *, use_structured_output: bool | None) -> None:
         self.obj = obj
@@ -291,6 +308,8 @@ class _UserModelBackend(ChatBackend):
             None,
         )
         self.settings = own_settings(obj)  # once: a count the object keeps does not move it
+        if not is_thread_safe(obj) and not any(_async_method(obj, n) for n in self.async_methods):
+            self.concurrency = 1  # blocking methods alone, not said to be thread-safe
 
     @property
     def key(self) -> str:
@@ -372,13 +391,16 @@ class _UserModelBackend(ChatBackend):
 class DeepEvalModelBackend(_UserModelBackend):
     """Transport through a DeepEval-shaped model (``DeepEvalBaseLLM``).
 
-    The prompt is the messages' texts joined; ``generate`` (in a worker thread) is preferred
-    to ``a_generate`` (on contextlens's loop), which is used when ``generate`` is missing or
-    raises ``NotImplementedError``. ``use_structured_output=False`` never hands it the
-    schema. The model name is ``get_model_name()``.
+    The prompt is the messages' texts joined; ``a_generate`` (on contextlens's loop) is
+    preferred to ``generate``, as DeepEval's own async mode does, unless the model declares
+    ``thread_safe = True``: then ``generate``, in worker threads. Either is left for the other
+    when it is missing or raises ``NotImplementedError``; a model with ``generate`` alone is
+    called one call at a time. ``use_structured_output=False`` never hands it the schema. The
+    model name is ``get_model_name()``.
     """
 
     name = "deepeval-model"
+    async_methods = ("a_generate",)
 
     def __init__(self, obj: Any, *, use_structured_output: bool | None = None) -> None:
         if not is_deepeval_model(obj):
@@ -402,12 +424,15 @@ class OpikModelBackend(_UserModelBackend):
     As Opik's own metrics call it: ``generate_chat_completion(messages)`` when it has it,
     else ``generate_string(input=prompt)`` with the messages' texts joined as the prompt, else
     the provider-response methods with the messages as they are (each way is left for the
-    next when missing or raising ``NotImplementedError``); a blocking method runs in a worker
-    thread, an async one (``agenerate_...``) on contextlens's loop. The model name is its
-    ``model_name``.
+    next when missing or raising ``NotImplementedError``). Of each way, the async method
+    (``agenerate_...``, on contextlens's loop) is preferred to the blocking one unless the
+    model declares ``thread_safe = True`` (then the blocking one, in worker threads); one that
+    raises ``NotImplementedError`` is left for the other. A model with blocking methods alone
+    is called one call at a time. The model name is its ``model_name``.
     """
 
     name = "opik-model"
+    async_methods = (_CHAT[1], _STRING[1], _PROVIDER[1])
 
     def __init__(self, obj: Any, *, use_structured_output: bool | None = None) -> None:
         if not is_opik_model(obj):
@@ -448,20 +473,15 @@ async def _either(
     option: tuple[str, Any],
     given: dict[str, Any] | None = None,
 ) -> Any:
-    """``obj``'s blocking method in a worker thread, else its async one on contextlens's
-    loop (also when the blocking one raises ``NotImplementedError``); each gets ``given``
-    and, when it takes it and its value is not None, the keyword ``option``."""
-    sync, amethod = _bound(obj, sync_name), _bound(obj, async_name)
-    if sync is not None:
-        try:
-            return await in_thread(_with(sync, option, given), *args)
-        except NotImplementedError:
-            if amethod is None:
-                raise
-    if amethod is None:
+    """``obj``'s blocking or async method, as :func:`contextlens.sync.call_either` chooses
+    (one that raises ``NotImplementedError`` is left for the other); each gets ``given`` and,
+    when it takes it and its value is not None, the keyword ``option``."""
+    sync, amethod = _bound(obj, sync_name), _async_method(obj, async_name)
+    if sync is None and amethod is None:
         raise NotImplementedError(f"{type(obj).__name__} has neither {sync_name} nor {async_name}")
-    call = _with(amethod, option, given)
-    return await on_home_loop(lambda: call(*args))
+    blocking = functools.partial(_with(sync, option, given), *args) if sync else None
+    awaited = functools.partial(_with(amethod, option, given), *args) if amethod else None
+    return await call_either(obj, blocking, awaited, names=(sync_name, async_name))
 
 
 def _with(

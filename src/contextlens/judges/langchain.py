@@ -1,8 +1,10 @@
 """Any LangChain chat model as a chat backend (duck-typed: no hard dependency).
 
-The model is the user's and stays theirs: it is called through its blocking ``invoke`` in a
-worker thread (:func:`contextlens.sync.call_user`), because a model's async client is bound to
-the first event loop that used it and every sync call of contextlens runs a loop of its own.
+The model is the user's and stays theirs: it is called through its blocking ``invoke`` in
+worker threads (:func:`contextlens.sync.call_user`), because a model's async client is bound to
+the first event loop that used it and every sync call of contextlens runs a loop of its own; a
+runnable may be invoked from several threads at once (LangChain's own ``batch`` does), so it
+is taken as thread-safe.
 Its exceptions become the backend contract's kinds (:mod:`contextlens.judges.errors`).
 
 A model that retries on its own (``ChatOpenAI(max_retries=2)``, the default) hides the rate
@@ -161,7 +163,7 @@ class LangChainBackend(ChatBackend):
         payload = [{"role": m["role"], "content": m["content"]} for m in prompt]
         start = time.perf_counter()
         try:
-            result = await call_user(runnable, "invoke", "ainvoke", payload)
+            result = await call_user(runnable, "invoke", "ainvoke", payload, thread_safe=True)
         except Exception as exc:
             if sent == "json_schema" and is_reply_error(exc):
                 raise InvalidReply(f"the structured reply does not fit the schema: {exc}") from exc
