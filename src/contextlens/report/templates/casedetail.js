@@ -354,3 +354,101 @@ CL.detail = (function () {
   return { parts: parts, drillDown: drillDown, metricResult: metricResult, block: block, pill: pill,
            tag: tag, STATUS_TEXT: STATUS_TEXT, TONE: TONE, NO_SCORE: NO_SCORE, NO_CASES: NO_CASES };
 })();
+
+/* The page a case opens as (#case=ID&metric=NAME), the same on every page that has one:
+   opened by a link, closed by Esc or its close button (back where it was opened from, or to
+   `home` when the page was landed on), stepped through the listed rows with the arrow keys.
+   `o`: `q` (finds a control by its data-role), `view`, `page`, `position`, `home`;
+   `find(want)` -> {row, metric} for the parsed hash, or null; `build(row, metric)` -> the
+   page's node; `listed(current)` -> the rows stepped through; `hashOf(row, metric)`;
+   `where(list, at)` -> the position text; `missing(id)` -> the sentence for an unknown id. */
+CL.CaseView = function (o) {
+  var current = null, landed = false, returnTo = null;
+
+  function parsed() {
+    var hash = location.hash.replace(/^#/, "");
+    if (hash.indexOf("case=") !== 0) return null;
+    var out = {};
+    hash.split("&").forEach(function (part) {
+      var at = part.indexOf("=");
+      if (at < 1) return;
+      try { out[part.slice(0, at)] = decodeURIComponent(part.slice(at + 1)); } catch (err) { /* not a link of ours */ }
+    });
+    return out.case === undefined ? null : out;
+  }
+
+  function shown(node) {
+    o.page.textContent = "";
+    o.page.appendChild(node);
+    if (o.view.hidden) returnTo = document.activeElement;
+    o.view.hidden = false;
+    document.documentElement.classList.add("case-open");
+  }
+
+  function show(row, metric) {
+    current = row;
+    var list = o.listed(current), at = list.indexOf(row);
+    shown(o.build(row, metric));
+    o.position.textContent = at === -1 ? "" : o.where(list, at);
+    o.q("case-prev").disabled = at <= 0;
+    o.q("case-next").disabled = at === -1 || at >= list.length - 1;
+    o.view.scrollTop = 0;
+    o.q("case-close").focus({ preventScroll: true });
+  }
+
+  function missing(id) {
+    current = null;
+    shown(CL.el("p", { className: "note", "data-role": "case-missing", text: o.missing(id) }));
+    o.position.textContent = "";
+  }
+
+  function hide() {
+    if (o.view.hidden) return;
+    o.view.hidden = true;
+    o.page.textContent = "";
+    current = null;
+    document.documentElement.classList.remove("case-open");
+    if (returnTo && document.body.contains(returnTo)) returnTo.focus({ preventScroll: true });
+  }
+
+  function route() {
+    var want = parsed();
+    if (!want) { hide(); return; }
+    var found = o.find(want);
+    if (found) show(found.row, found.metric); else missing(want.case);
+  }
+
+  function open(row, metric) {
+    landed = false;
+    location.hash = o.hashOf(row, metric);
+  }
+
+  function close() {
+    if (landed) { landed = false; location.replace(o.home); } else history.back();
+  }
+
+  function step(by) {
+    if (!current) return;
+    var list = o.listed(current), at = list.indexOf(current) + by;
+    if (at >= 0 && at < list.length) location.replace(o.hashOf(list[at]));
+  }
+
+  o.q("case-close").addEventListener("click", close);
+  o.q("case-prev").addEventListener("click", function () { step(-1); });
+  o.q("case-next").addEventListener("click", function () { step(1); });
+  document.addEventListener("keydown", function (event) {
+    if (o.view.hidden) return;
+    var typing = /^(INPUT|SELECT|TEXTAREA)$/.test((event.target && event.target.tagName) || "");
+    if (event.key === "Escape") close();
+    else if (!typing && event.key === "ArrowLeft") step(-1);
+    else if (!typing && event.key === "ArrowRight") step(1);
+  });
+  window.addEventListener("hashchange", route);
+  if (parsed()) { landed = true; route(); }
+  return { open: open };
+};
+
+/* A case's link within its page: ``#case=ID`` and, with one, ``&metric=NAME``. */
+CL.caseHash = function (id, metric) {
+  return "#case=" + encodeURIComponent(id) + (metric ? "&metric=" + encodeURIComponent(metric) : "");
+};

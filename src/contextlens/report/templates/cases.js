@@ -183,98 +183,22 @@
 
   /* -- opening and closing a case (#case=ID&metric=NAME) --------------------------------- */
 
-  var view = q("case-view"), page = q("case-page"), position = q("case-position");
-  var current = null, landed = false, returnTo = null;
-
-  function hashOf(id, metric) {
-    return "#case=" + encodeURIComponent(id) + (metric ? "&metric=" + encodeURIComponent(metric) : "");
-  }
-
-  function parsed() {
-    var hash = location.hash.replace(/^#/, "");
-    if (hash.indexOf("case=") !== 0) return null;
-    var out = {};
-    hash.split("&").forEach(function (part) {
-      var at = part.indexOf("=");
-      if (at < 1) return;
-      try { out[part.slice(0, at)] = decodeURIComponent(part.slice(at + 1)); } catch (err) { /* not a link of ours */ }
-    });
-    return out.case === undefined ? null : out;
-  }
-
-  function listed() {
-    return pager.rows.indexOf(current) !== -1 ? pager.rows : rows;
-  }
-
-  function show(row, metric) {
-    current = row;
-    var detail = CL.json("cl-case-" + row.index) || { id: row.id, metrics: [] };
-    page.textContent = "";
-    page.appendChild(CL.detail.drillDown(detail, metric));
-    var list = listed(), at = list.indexOf(row);
-    position.textContent = "case " + CL.count(at + 1) + " of " + CL.count(list.length) +
-      (list === rows ? "" : " shown");
-    q("case-prev").disabled = at <= 0;
-    q("case-next").disabled = at >= list.length - 1;
-    if (view.hidden) returnTo = document.activeElement;
-    view.hidden = false;
-    document.documentElement.classList.add("case-open");
-    view.scrollTop = 0;
-    q("case-close").focus({ preventScroll: true });
-  }
-
-  function missing(id) {
-    current = null;
-    page.textContent = "";
-    page.appendChild(el("p", { className: "note", "data-role": "case-missing", text: "No case " + id + " in this report." }));
-    position.textContent = "";
-    view.hidden = false;
-    document.documentElement.classList.add("case-open");
-  }
-
-  function hide() {
-    if (view.hidden) return;
-    view.hidden = true;
-    page.textContent = "";
-    current = null;
-    document.documentElement.classList.remove("case-open");
-    if (returnTo && document.body.contains(returnTo)) returnTo.focus({ preventScroll: true });
-  }
-
-  function route() {
-    var want = parsed();
-    if (!want) { hide(); return; }
-    var row = byId[want.case];
-    if (row) show(row, want.metric); else missing(want.case);
-  }
-
-  function open(row, metric) {
-    landed = false;
-    location.hash = hashOf(row.id, metric);
-  }
-
-  function close() {
-    if (landed) { landed = false; location.replace("#cases"); } else history.back();
-  }
-
-  function step(by) {
-    if (!current) return;
-    var list = listed(), at = list.indexOf(current) + by;
-    if (at >= 0 && at < list.length) location.replace(hashOf(list[at].id));
-  }
-
-  q("case-close").addEventListener("click", close);
-  q("case-prev").addEventListener("click", function () { step(-1); });
-  q("case-next").addEventListener("click", function () { step(1); });
-  document.addEventListener("keydown", function (event) {
-    if (view.hidden) return;
-    var typing = /^(INPUT|SELECT|TEXTAREA)$/.test((event.target && event.target.tagName) || "");
-    if (event.key === "Escape") close();
-    else if (!typing && event.key === "ArrowLeft") step(-1);
-    else if (!typing && event.key === "ArrowRight") step(1);
+  var caseView = CL.CaseView({
+    q: q, view: q("case-view"), page: q("case-page"), position: q("case-position"), home: "#cases",
+    find: function (want) { var row = byId[want.case]; return row ? { row: row, metric: want.metric } : null; },
+    build: function (row, metric) {
+      var detail = CL.json("cl-case-" + row.index) || { id: row.id, metrics: [] };
+      return CL.detail.drillDown(detail, metric);
+    },
+    listed: function (current) { return pager.rows.indexOf(current) !== -1 ? pager.rows : rows; },
+    hashOf: function (row, metric) { return CL.caseHash(row.id, metric); },
+    where: function (list, at) {
+      return "case " + CL.count(at + 1) + " of " + CL.count(list.length) + (list === rows ? "" : " shown");
+    },
+    missing: function (id) { return "No case " + id + " in this report."; }
   });
-  window.addEventListener("hashchange", function () { route(); });
-  if (parsed()) { landed = true; route(); }
+
+  function open(row, metric) { caseView.open(row, metric); }
 
   /* -- slices ------------------------------------------------------------------------------ */
   var sliceField = document.querySelector("[data-role='slice-field']");

@@ -35,9 +35,7 @@
     return row.change !== (side === "a" ? "only in B" : "only in A");
   }
 
-  function hashOf(id, name) {
-    return "#case=" + encodeURIComponent(id) + (name ? "&metric=" + encodeURIComponent(name) : "");
-  }
+  var hashOf = CL.caseHash;
 
   /* The case's page in run `side`'s report, or null (no report, or not in that run). */
   function reportLink(row, side) {
@@ -100,7 +98,6 @@
 
   var view = q("ab-view"), page = q("case-page"), position = q("case-position");
   if (!view) return;
-  var current = null, landed = false, returnTo = null;
 
   function sideHead(side) {
     return el("div", { className: "ab-side-head", "data-side": side }, [
@@ -214,90 +211,24 @@
                        "data-metric": focus || null, "data-case-root": "" }, nodes);
   }
 
-  function listed() {
-    var shown = pager.rows.filter(function (r) { return r.view >= 0; });
-    return shown.indexOf(current) !== -1 ? shown : rows.filter(function (r) { return r.view >= 0; });
-  }
+  function viewable() { return rows.filter(function (r) { return r.view >= 0; }); }
 
-  function show(row, focus) {
-    current = row;
-    page.textContent = "";
-    page.appendChild(build(row, focus));
-    var list = listed(), at = list.indexOf(row);
-    position.textContent = at === -1 ? "" : "change " + CL.count(at + 1) + " of " + CL.count(list.length);
-    q("case-prev").disabled = at <= 0;
-    q("case-next").disabled = at === -1 || at >= list.length - 1;
-    if (view.hidden) returnTo = document.activeElement;
-    view.hidden = false;
-    document.documentElement.classList.add("case-open");
-    view.scrollTop = 0;
-    q("case-close").focus({ preventScroll: true });
-  }
-
-  function missingCase(id) {
-    current = null;
-    page.textContent = "";
-    page.appendChild(el("p", { className: "note", "data-role": "case-missing",
-                               text: "No case " + id + " opens side by side on this page." }));
-    position.textContent = "";
-    view.hidden = false;
-    document.documentElement.classList.add("case-open");
-  }
-
-  function hide() {
-    if (view.hidden) return;
-    view.hidden = true;
-    page.textContent = "";
-    current = null;
-    document.documentElement.classList.remove("case-open");
-    if (returnTo && document.body.contains(returnTo)) returnTo.focus({ preventScroll: true });
-  }
-
-  function parsed() {
-    var hash = location.hash.replace(/^#/, "");
-    if (hash.indexOf("case=") !== 0) return null;
-    var out = {};
-    hash.split("&").forEach(function (part) {
-      var at = part.indexOf("=");
-      if (at < 1) return;
-      try { out[part.slice(0, at)] = decodeURIComponent(part.slice(at + 1)); } catch (err) { /* not a link of ours */ }
-    });
-    return out.case === undefined ? null : out;
-  }
-
-  function route() {
-    var want = parsed();
-    if (!want) { hide(); return; }
-    var of = (byCase[want.case] || []).filter(function (r) { return r.view >= 0; });
-    var row = of.filter(function (r) { return data.metrics[r.metric] === want.metric; })[0] || of[0];
-    if (row) show(row, want.metric || data.metrics[row.metric]); else missingCase(want.case);
-  }
-
-  function open(row) {
-    landed = false;
-    location.hash = hashOf(row.id, data.metrics[row.metric]);
-  }
-
-  function close() {
-    if (landed) { landed = false; location.replace("#changes"); } else history.back();
-  }
-
-  function step(by) {
-    if (!current) return;
-    var list = listed(), at = list.indexOf(current) + by;
-    if (at >= 0 && at < list.length) location.replace(hashOf(list[at].id, data.metrics[list[at].metric]));
-  }
-
-  q("case-close").addEventListener("click", close);
-  q("case-prev").addEventListener("click", function () { step(-1); });
-  q("case-next").addEventListener("click", function () { step(1); });
-  document.addEventListener("keydown", function (event) {
-    if (view.hidden) return;
-    var typing = /^(INPUT|SELECT|TEXTAREA)$/.test((event.target && event.target.tagName) || "");
-    if (event.key === "Escape") close();
-    else if (!typing && event.key === "ArrowLeft") step(-1);
-    else if (!typing && event.key === "ArrowRight") step(1);
+  var caseView = CL.CaseView({
+    q: q, view: view, page: page, position: position, home: "#changes",
+    find: function (want) {
+      var of = (byCase[want.case] || []).filter(function (r) { return r.view >= 0; });
+      var row = of.filter(function (r) { return data.metrics[r.metric] === want.metric; })[0] || of[0];
+      return row ? { row: row, metric: want.metric || data.metrics[row.metric] } : null;
+    },
+    build: build,
+    listed: function (current) {
+      var shown = pager.rows.filter(function (r) { return r.view >= 0; });
+      return shown.indexOf(current) !== -1 ? shown : viewable();
+    },
+    hashOf: function (row) { return hashOf(row.id, data.metrics[row.metric]); },
+    where: function (list, at) { return "change " + CL.count(at + 1) + " of " + CL.count(list.length); },
+    missing: function (id) { return "No case " + id + " opens side by side on this page."; }
   });
-  window.addEventListener("hashchange", route);
-  if (parsed()) { landed = true; route(); }
+
+  function open(row) { caseView.open(row); }
 })();
