@@ -39,6 +39,7 @@ from contextlens.retriever import Retriever
 from contextlens.runner import aevaluate
 from contextlens.schemas import Batch, Dataset, IterationLevel, SessionMetadata, StreamedBatch
 from contextlens.stats import BayesianMode, Estimate, FrequentistMode, StatisticalMode
+from contextlens.stats.modes import estimates
 from contextlens.sync import run_sync
 
 __all__ = [
@@ -169,13 +170,6 @@ def _mode(value: Any) -> Any:
     return None
 
 
-def _own_estimate(mode: Any) -> bool:
-    """Whether ``mode`` has an ``estimate`` of its own (not the protocol's empty one that a
-    subclass of :class:`~contextlens.stats.StatisticalMode` inherits)."""
-    found = getattr(type(mode), "estimate", None)
-    return callable(found) and found is not getattr(StatisticalMode, "estimate", None)
-
-
 def _summary_value(result: Any, where: str) -> float:
     """A primitive's result as one number: a point estimate, or a summary's ``mean``."""
     value = result.get("mean") if isinstance(result, Mapping) else result
@@ -261,7 +255,7 @@ class GaussiaMode:
 def engine_mode(mode: Any) -> StatisticalMode:
     """``mode`` as the engine's statistical mode: contextlens's as it is, one written for
     gaussia through :class:`GaussiaMode`; a ``TypeError`` naming what a mode lacks."""
-    if _own_estimate(mode):
+    if estimates(mode):
         return mode
     return GaussiaMode(mode)
 

@@ -233,25 +233,22 @@ def _cost_cap(run: EvalRun) -> GateOutcome | None:
         return None
     spent = run.accounting.total.cost or 0.0
     mark = "every case run" + ("" if cap is None else f" within ${cap:g}")
+    status: GateStatus
     if run.stopped is None:
-        return GateOutcome(
-            kind="cost cap",
-            name="cost cap",
-            metric=None,
-            status="met",
-            found=f"every case run, ${spent:.4f} spent",
-            mark=mark,
-            said=f"every case run within the cost cap (${spent:.4f} spent)",
-        )
-    not_run = max((s.n_not_run for s in run.summaries.values()), default=0)
+        status, found = "met", f"every case run, ${spent:.4f} spent"
+        said = f"every case run within the cost cap (${spent:.4f} spent)"
+    else:
+        not_run = max((s.n_not_run for s in run.summaries.values()), default=0)
+        status, found = "missed", f"stopped, {not_run:,} cases not run"
+        said = f"stopped: {run.stopped}; ${spent:.4f} spent, {not_run:,} cases not run"
     return GateOutcome(
         kind="cost cap",
         name="cost cap",
         metric=None,
-        status="missed",
-        found=f"stopped, {not_run:,} cases not run",
+        status=status,
+        found=found,
         mark=mark,
-        said=f"stopped: {run.stopped}; ${spent:.4f} spent, {not_run:,} cases not run",
+        said=said,
     )
 
 

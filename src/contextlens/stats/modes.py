@@ -23,7 +23,14 @@ from contextlens.stats.primitives import (
 )
 from contextlens.stats.weights import _as_values_weights
 
-__all__ = ["BayesianMode", "Estimate", "FrequentistMode", "StatisticalMode", "checked_mode"]
+__all__ = [
+    "BayesianMode",
+    "Estimate",
+    "FrequentistMode",
+    "StatisticalMode",
+    "checked_mode",
+    "estimates",
+]
 
 
 @dataclass(frozen=True)
@@ -59,11 +66,16 @@ class StatisticalMode(Protocol):
         ...
 
 
-def checked_mode(mode: Any) -> StatisticalMode:
-    """``mode`` when it can estimate: it has an ``estimate`` of its own, not the empty one a
-    subclass of :class:`StatisticalMode` inherits. A TypeError names what it lacks."""
+def estimates(mode: Any) -> bool:
+    """Whether ``mode`` has an ``estimate`` of its own (not the empty one a subclass of
+    :class:`StatisticalMode` inherits)."""
     found = getattr(type(mode), "estimate", None)
-    if callable(found) and found is not getattr(StatisticalMode, "estimate", None):
+    return callable(found) and found is not getattr(StatisticalMode, "estimate", None)
+
+
+def checked_mode(mode: Any) -> StatisticalMode:
+    """``mode`` when it can estimate (:func:`estimates`); a TypeError names what it lacks."""
+    if estimates(mode):
         return mode
     raise TypeError(
         f"statistical_mode: {type(mode).__name__} has no estimate(values, weights, *, key) of "
