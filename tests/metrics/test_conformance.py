@@ -165,7 +165,7 @@ def test_evaluated_text_cannot_close_or_forge_a_data_block(name):
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
-def test_the_settings_digest_covers_exactly_the_declared_files(name, monkeypatch):
+def test_the_settings_digest_covers_exactly_the_declared_files(name):
     metric = registry.create(name)
     kind = type(metric)
     for package, files in (
