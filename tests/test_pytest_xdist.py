@@ -48,6 +48,13 @@ def _only_these_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "120")
 
 
+@pytest.fixture(autouse=True)
+def _not_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sessions these tests start are not workers of the session running them."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def session(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     pytester.makepyfile(test_cases=TESTS)
     return pytester.runpytest_subprocess(

@@ -15,7 +15,7 @@ import asyncio
 import hashlib
 import inspect
 import re
-import time
+import sys
 import tracemalloc
 from collections.abc import Sequence
 
@@ -292,7 +292,7 @@ def test_offline_case_with_a_text_over_the_limit_fails_unembedded(scorer, case, 
     assert raised.score is not None and embedder.texts > 0
 
 
-def test_a_500_kb_answer_fails_quickly_with_its_size_on_the_bundled_embedder():
+def test_a_500_kb_answer_fails_with_its_size_before_the_bundled_embedder_reads_it():
     answer = ("The order shipped from the warehouse on Monday. " * 11_000)[:500_000]
     session = Dataset(
         session_id="s",
@@ -310,7 +310,6 @@ def test_a_500_kb_answer_fails_quickly_with_its_size_on_the_bundled_embedder():
         retrieval_context=["We ship within two days.", answer],
     )
     reason = embed_reason("{}", answer, DEFAULT_MAX_EMBED_TOKENS)
-    started = time.perf_counter()
     [context] = evaluate(
         [session], ["context"], cache=False, progress=False, keep_results=True
     ).results
@@ -321,7 +320,6 @@ def test_a_500_kb_answer_fails_quickly_with_its_size_on_the_bundled_embedder():
         progress=False,
         keep_results=True,
     ).results
-    elapsed = time.perf_counter() - started
     long, short = context.details.interactions
     assert long.error == reason.format("the reply") and short.score is not None
     errors = {item.metric: item.error for item in cases}
@@ -330,7 +328,6 @@ def test_a_500_kb_answer_fails_quickly_with_its_size_on_the_bundled_embedder():
         "contextual-relevancy": reason.format("actual_output"),  # the answer is read too
         "context-similarity": reason.format("actual_output"),
     }
-    assert elapsed < 20
 
 
 # --- offline: bounded work -------------------------------------------------------------------
@@ -400,26 +397,39 @@ def _chunk_case(n: int) -> ModelTestCase:
 
 
 def _cost(scorer, case: ModelTestCase, memory: bool) -> float:
+    """Peak traced memory (``memory``) or the number of function calls of one score."""
     embedder = HashEmbedder()
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
     if memory:
         tracemalloc.start()
-    started = time.perf_counter()
-    result = asyncio.run(scorer.score(case, offline(embedder)))
-    elapsed = time.perf_counter() - started
+    else:
+        sys.setprofile(count)
+    try:
+        result = asyncio.run(scorer.score(case, offline(embedder)))
+    finally:
+        sys.setprofile(None)
     assert result.score is not None
     if not memory:
-        return elapsed
+        return float(calls)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return float(peak)
 
 
 @pytest.mark.parametrize("scorer", [ContextSimilarityScorer, ContextualRelevancyScorer])
-def test_time_grows_linearly_with_the_number_of_chunks(scorer):
+def test_work_grows_linearly_with_the_number_of_chunks(scorer):
+    # Work is counted as function calls (Python and C), which the machine's load does not change;
+    # wall time and memory at 10,000 chunks are in benchmarks/bench_size.py.
     _cost(scorer(), _chunk_case(50), memory=False)  # warm-up: imports, the relevance model
-    small = _cost(scorer(), _chunk_case(1_000), memory=False)
-    large = _cost(scorer(), _chunk_case(4_000), memory=False)
-    assert large / small < 8  # 4x the chunks: 4x the time (quadratic would be 16x)
+    small = _cost(scorer(), _chunk_case(250), memory=False)
+    large = _cost(scorer(), _chunk_case(1_000), memory=False)
+    assert large / small < 6  # 4x the chunks: about 4x the calls (quadratic would be 16x)
 
 
 @pytest.mark.parametrize("scorer", [ContextSimilarityScorer, ContextualRelevancyScorer])

@@ -15,12 +15,20 @@ import contextlib
 import errno
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 
 from contextlens.errors import ContextLensError
 from contextlens.redact import redact
 
-__all__ = ["LineFile", "OutputError", "describe_os_error", "make_folder", "write_text"]
+__all__ = [
+    "LineFile",
+    "OutputError",
+    "describe_os_error",
+    "make_folder",
+    "write_parts",
+    "write_text",
+]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -62,14 +70,22 @@ def write_text(path: str | os.PathLike[str], text: str, *, mask: bool = True) ->
     """Write ``text`` (its secrets masked unless ``mask`` is False) to ``path`` atomically:
     a temporary file beside it, then a rename over it. :class:`OutputError` on failure, the
     target left as it was."""
+    return write_parts(path, [redact(text) if mask else text])
+
+
+def write_parts(path: str | os.PathLike[str], parts: Iterable[str]) -> Path:
+    """Write the texts ``parts`` one after the other to ``path`` atomically, as
+    :func:`write_text` does, holding one of them at a time. :class:`OutputError` when the
+    file cannot be written or a part cannot be read (an ``OSError`` of ``parts``); the
+    target is then left as it was."""
     target = Path(path)
     tmp = target.with_name(f".{target.name[:80]}.{secrets.token_hex(4)}.tmp")
-    data = (redact(text) if mask else text).encode("utf-8", "surrogatepass")
     try:
         fd = _open_new(tmp)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                for part in parts:
+                    handle.write(part.encode("utf-8", "surrogatepass"))
                 handle.flush()
                 os.fsync(handle.fileno())
         except BaseException:

@@ -160,7 +160,7 @@ def test_statuses_follow_the_pass_marks_the_run_set() -> None:
     table = case_table(run, list(run.summaries))
     assert table.pass_marks == {RELEVANCY: 0.5, SIMILARITY: 0.8}
     at = table.metrics.index(SIMILARITY)
-    for row in table.rows:
+    for row in table.rows():
         score, status = row[1][at], row[2][at]
         if status == "failed":
             assert score is None
@@ -185,7 +185,7 @@ def test_statuses_follow_the_pass_marks_the_run_set() -> None:
         )
         strict = case_table(made, list(made.summaries))
         assert strict.pass_marks == {SIMILARITY: mark}
-        assert {r[2][0] for r in strict.rows} == expected
+        assert {r[2][0] for r in strict.rows()} == expected
 
 
 def test_items_not_applicable_or_not_run_have_their_own_status() -> None:
@@ -209,11 +209,11 @@ def test_items_not_applicable_or_not_run_have_their_own_status() -> None:
         results=items,
     )
     table = case_table(run, ["m"])
-    assert [r[2][0] for r in table.rows] == [
+    assert [r[2][0] for r in table.rows()] == [
         "pass", "below", "failed", "not applicable", "not run", "scored",
     ]  # fmt: skip
-    assert [r[1][0] for r in table.rows] == [0.9, 0.1, None, None, None, 0.4]
-    details = {d["id"]: d["metrics"][0] for d in table.details}
+    assert [r[1][0] for r in table.rows()] == [0.9, 0.1, None, None, None, 0.4]
+    details = {d["id"]: d["metrics"][0] for d in table.details()}
     assert details["d"]["why_not"] == "no retrieved context"
     assert details["e"]["why_not"] == "not run: the cost cap"
     assert details["a"]["why_not"] is None

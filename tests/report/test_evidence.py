@@ -184,7 +184,7 @@ def test_no_evidence_of_any_metric_is_json() -> None:
     ]
     run = evaluate(cases, metrics, cache=False, progress=False)
     table = case_table(run, list(run.summaries))
-    results = [r for d in table.details for r in d["metrics"]]
+    results = [r for d in table.details() for r in d["metrics"]]
     assert len(results) == 8
     for result in results:
         shown = [

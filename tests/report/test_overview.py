@@ -140,9 +140,9 @@ def test_rows_carry_the_start_of_the_input_and_the_answer_on_one_line() -> None:
     ]
     items = [ItemResult(case_id=c.case_id, metric="m", score=0.5) for c in records]
     table = case_table(_run(items, records), ["m"])
-    rag, chat = table.rows
+    rag, chat = table.rows()
     assert rag[4] == "When do you open?"
     assert len(rag[5]) == EXCERPT and rag[5].endswith("…") and "\n" not in rag[5]
     assert chat[4] == "Hi? (+1 more turn)" and chat[5] == "Hello."
     # a meta value that is not a text is shown readably, never as JSON
-    assert rag[3] == {"a": "b: 1"} and table.details[0]["meta"] == {"a": "b: 1"}
+    assert rag[3] == {"a": "b: 1"} and table.details()[0]["meta"] == {"a": "b: 1"}

@@ -15,8 +15,11 @@ own, read when the case is opened, so a page of 10,000 cases opens at once.
 from __future__ import annotations
 
 import ast
+import heapq
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import math
+from array import array
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +29,8 @@ from contextlens.cases import CaseRecord
 from contextlens.metrics.retrieval import grades_of
 from contextlens.report.evidence import clip, evidence_of, readable
 from contextlens.report.format import finite, get, iter_results
+from contextlens.report.page import script_json
+from contextlens.report.spool import Spool
 from contextlens.results import (
     BELOW,
     FAILED,
@@ -45,6 +50,7 @@ __all__ = [
     "EXCERPT",
     "FAILED",
     "MAX_SLICE_VALUES",
+    "META_TEXT",
     "NOT_APPLICABLE",
     "NOT_RUN",
     "PASS",
@@ -63,6 +69,8 @@ __all__ = [
 MAX_SLICE_VALUES = 50
 #: Characters of a case's input and answer its row shows.
 EXCERPT = 160
+#: Characters of a ``meta`` value the page shows, filters and slices by.
+META_TEXT = 300
 #: Cases each metric lists as its worst at the top of the report (failures take at most
 #: :data:`WORST_FAILED` of them), and lowest-scoring items its section lists.
 WORST, WORST_FAILED, LOWEST = 5, 2, 10
@@ -86,39 +94,58 @@ class Worst:
 
 @dataclass
 class CaseTable:
-    """What the case explorer is made of: ``rows`` (one JSON block: id, scores, statuses,
-    meta, input and answer), ``details`` (one JSON text per row, in order), ``slices`` per
-    ``meta`` field, and per metric its ``worst`` cases, its ``lowest``-scoring items and the
-    count of each status (``counts``)."""
+    """What the case explorer is made of besides its rows and drill-downs (written to a
+    :class:`~contextlens.report.spool.Spool` as they are made: ``n_rows`` of them):
+    ``slices`` per ``meta`` field, and per metric its ``worst`` cases, its ``lowest``-scoring
+    items and the count of each status (``counts``)."""
 
     metrics: list[str]
-    rows: list[list[Any]] = field(default_factory=list)
-    details: list[dict[str, Any]] = field(default_factory=list)
+    n_rows: int = 0
     meta_fields: dict[str, list[str]] = field(default_factory=dict)
     slices: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     pass_marks: dict[str, float | None] = field(default_factory=dict)
     worst: dict[str, list[Worst]] = field(default_factory=dict)
     lowest: dict[str, list[Worst]] = field(default_factory=dict)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    spool: Spool | None = field(default=None, repr=False)
 
-    def rows_json(self) -> dict[str, Any]:
+    def rows(self) -> list[list[Any]]:
+        """The rows as the page reads them, read back from the spool while it is open: per
+        case its id, scores, statuses, meta, input and answer."""
+        if self.spool is None:
+            return []
+        return list(json.loads("[" + "".join(self.spool.read(self.spool.rows)) + "]"))
+
+    def details(self) -> list[dict[str, Any]]:
+        """Each row's drill-down as the page reads it, read back from the spool."""
+        if self.spool is None:
+            return []
+        text = "".join(self.spool.read(self.spool.details))
+        return [
+            json.loads(line[line.index(">") + 1 : line.rindex("<")]) for line in text.splitlines()
+        ]
+
+    def head_json(self) -> dict[str, Any]:
+        """The row block's fields besides its ``rows``."""
         return {
             "metrics": self.metrics,
             "pass_marks": self.pass_marks,
             "meta_fields": self.meta_fields,
-            "rows": self.rows,
             "slices": self.slices,
         }
 
 
 def _meta_text(value: Any) -> str:
     """A ``meta`` value as the page shows, filters and slices it: a text as it is, a number
-    as JSON writes it, a list or a mapping readably (never as JSON)."""
+    as JSON writes it, a list or a mapping readably (never as JSON); cut at
+    :data:`META_TEXT` characters."""
     if isinstance(value, str):
-        return value
-    if isinstance(value, (Mapping, list, tuple)):
-        return readable(dict(sorted(value.items())) if isinstance(value, Mapping) else value)
-    return json.dumps(value, ensure_ascii=False, default=str)
+        text = value
+    elif isinstance(value, (Mapping, list, tuple)):
+        text = readable(dict(sorted(value.items())) if isinstance(value, Mapping) else value)
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= META_TEXT else text[: META_TEXT - 1] + "…"
 
 
 def _excerpt(text: Any, limit: int = EXCERPT) -> str:
@@ -144,40 +171,108 @@ def _input_answer(record: CaseRecord | None) -> tuple[str, str]:
     return _excerpt(case.input), _excerpt(case.actual_output)
 
 
+class _Ranking:
+    """A metric's worst items as they come, in bounded memory: its first failures and its
+    :data:`LOWEST` lowest scores (ties by row)."""
+
+    def __init__(self) -> None:
+        self.failed: list[Worst] = []
+        self._scored: list[tuple[float, int, Worst]] = []  # a max-heap by (score, row)
+
+    def add(self, worst: Worst, row: int) -> None:
+        if worst.status == FAILED:
+            if len(self.failed) < WORST:
+                self.failed.append(worst)
+            return
+        entry = (-(worst.score or 0.0), -row, worst)
+        if len(self._scored) < LOWEST:
+            heapq.heappush(self._scored, entry)
+        elif entry > self._scored[0]:
+            heapq.heapreplace(self._scored, entry)
+
+    def lowest(self) -> list[Worst]:
+        return [w for _, _, w in sorted(self._scored, key=lambda e: (-e[0], -e[1]))]
+
+    def worst(self) -> list[Worst]:
+        scored = self.lowest()
+        shown_failed = self.failed[: max(WORST_FAILED, WORST - len(scored))]
+        return shown_failed + scored[: WORST - len(shown_failed)]
+
+
+class _Columns:
+    """Per row, each metric's score and status and each ``meta`` field's value, as arrays
+    (a field with more than :data:`MAX_SLICE_VALUES` values is no longer kept)."""
+
+    def __init__(self, n_metrics: int) -> None:
+        self.scores = [array("d") for _ in range(n_metrics)]
+        self.statuses = [array("b") for _ in range(n_metrics)]
+        self.values: dict[str, dict[str, int]] = {}
+        self.codes: dict[str, array[int] | None] = {}
+        self.n = 0
+
+    def add(
+        self, scores: Sequence[float | None], statuses: Sequence[str | None], meta: dict[str, str]
+    ) -> None:
+        for at, (score, status) in enumerate(zip(scores, statuses, strict=True)):
+            self.scores[at].append(math.nan if score is None else score)
+            self.statuses[at].append(-1 if status is None else _STATUS_CODE[status])
+        for key, value in meta.items():
+            if key not in self.codes:
+                self.values[key] = {}
+                self.codes[key] = array("i", [-1]) * self.n
+            codes, values = self.codes[key], self.values[key]
+            if codes is None:
+                continue
+            code = values.setdefault(value, len(values))
+            if len(values) > MAX_SLICE_VALUES:
+                self.codes[key] = None
+                continue
+            codes.append(code)
+        self.n += 1
+        for codes in self.codes.values():
+            if codes is not None and len(codes) < self.n:
+                codes.append(-1)
+
+
+_STATUS_CODE = {status: code for code, status in enumerate(STATUSES)}
+
+
 def case_table(
     run: Any,
     metrics: Sequence[str],
+    spool: Spool | None = None,
     ci_level: float = 0.95,
-    items: Iterable[Any] | None = None,
+    collect: Callable[[ItemResult], None] | None = None,
 ) -> CaseTable:
-    """The case explorer of ``run``: its items (``items``, else the run's) grouped by case,
-    joined to its cases; each metric's pass mark is the ``threshold`` of its summary."""
+    """The case explorer of ``run``: its items grouped by case (kept in ``spool``, one in
+    memory when None; each item also handed to ``collect``), joined to its cases; each
+    case's row and drill-down are written to the spool as they are made. Each metric's pass
+    mark is the ``threshold`` of its summary."""
     summaries = get(run, "summaries") or {}
+    spool = Spool() if spool is None else spool
     table = CaseTable(
         metrics=list(metrics),
         pass_marks={m: finite(get(summaries.get(m), "threshold")) for m in metrics},
+        spool=spool,
     )
     index = {m: i for i, m in enumerate(table.metrics)}
-    grouped: dict[str, dict[str, ItemResult]] = {}
-    for item in iter_results(run) if items is None else items:
+    for item in iter_results(run):
         if not isinstance(item, ItemResult):
             item = ItemResult.model_validate(item)
         if item.metric not in index:
             index[item.metric] = len(table.metrics)
             table.metrics.append(item.metric)
-        grouped.setdefault(item.case_id, {}).setdefault(item.metric, item)
-    cases = _records(run)
-    order = [c for c in cases if c in grouped] + [c for c in grouped if c not in cases]
-    meta_values: dict[str, dict[str, None]] = {}
-    ranked: dict[str, list[tuple[int, float, int, Worst]]] = {m: [] for m in table.metrics}
+        spool.add(item)
+        if collect is not None:
+            collect(item)
+    spool.ready()
+    ranked = {m: _Ranking() for m in table.metrics}
     counts: dict[str, dict[str, int]] = {m: dict.fromkeys(STATUSES, 0) for m in table.metrics}
-    for case_id in order:
-        record = cases.get(case_id)
+    columns = _Columns(len(table.metrics))
+
+    def add(case_id: str, record: CaseRecord | None, by_metric: Mapping[str, ItemResult]) -> None:
         meta = {k: _meta_text(v) for k, v in (record.meta if record else {}).items()}
-        for key, value in meta.items():
-            meta_values.setdefault(key, {})[value] = None
         shown_input, answer = _input_answer(record)
-        by_metric = grouped[case_id]
         scores: list[float | None] = [None] * len(table.metrics)
         statuses: list[str | None] = [None] * len(table.metrics)
         for metric, item in by_metric.items():
@@ -189,30 +284,36 @@ def case_table(
             if status == FAILED or score is not None:
                 why = item.error if status == FAILED else item.reason
                 worst = Worst(case_id, score, status, shown_input, answer, _excerpt(why, 300))
-                group = 0 if status == FAILED else 1
-                ranked[metric].append(
-                    (group, 0.0 if score is None else score, len(table.rows), worst)
-                )
-        table.rows.append([case_id, scores, statuses, meta, shown_input, answer])
-        table.details.append(_detail(case_id, record, by_metric, statuses, index))
-    for metric, entries in ranked.items():
-        entries.sort(key=lambda e: e[:3])
-        failed = [e[3] for e in entries if e[0] == 0]
-        scored = [e[3] for e in entries if e[0] == 1]
-        shown_failed = failed[: max(WORST_FAILED, WORST - len(scored))]
-        table.worst[metric] = shown_failed + scored[: WORST - len(shown_failed)]
-        table.lowest[metric] = scored[:LOWEST]
+                ranked[metric].add(worst, table.n_rows)
+        row = [case_id, scores, statuses, meta, shown_input, answer]
+        spool.rows.write(("," if table.n_rows else "") + script_json(row))
+        detail = script_json(_detail(case_id, record, by_metric, statuses, index))
+        spool.details.write(
+            f'<script type="application/json" id="cl-case-{table.n_rows}">{detail}</script>\n'
+        )
+        columns.add(scores, statuses, meta)
+        table.n_rows += 1
+
+    cases = getattr(run, "iter_cases", None)
+    for record in cases() if cases is not None else ():
+        by_metric = spool.take(record.case_id)
+        if by_metric:
+            add(record.case_id, record, by_metric)
+    for case_id in spool.left():
+        add(case_id, None, spool.take(case_id))
+    for metric, ranking in ranked.items():
+        table.worst[metric] = ranking.worst()
+        table.lowest[metric] = ranking.lowest()
     table.counts = counts
-    table.meta_fields = {
-        k: sorted(v) for k, v in sorted(meta_values.items()) if len(v) <= MAX_SLICE_VALUES
-    }
     mode = run_mode(run, ci_level)
-    table.slices = {
-        key: _slices(table, key, values, mode) for key, values in table.meta_fields.items()
-    }
-    table.meta_fields.update(
-        {k: [] for k, v in sorted(meta_values.items()) if len(v) > MAX_SLICE_VALUES}
-    )
+    for key, codes in sorted(columns.codes.items()):
+        if codes is None:
+            table.meta_fields[key] = []
+            continue
+        values = columns.values[key]
+        table.meta_fields[key] = sorted(values)
+        table.slices[key] = _slices(table, columns, key, np.asarray(codes), values, mode)
+    table.meta_fields = dict(sorted(table.meta_fields.items(), key=lambda kv: not kv[1]))
     return table
 
 
@@ -235,13 +336,6 @@ def case_details(run: Any, case_ids: Collection[str]) -> dict[str, dict[str, Any
         statuses = [status_of(item) for item in by_metric.values()]
         out[case_id] = _detail(case_id, records.get(case_id), by_metric, statuses, index)
     return out
-
-
-def _records(run: Any) -> dict[str, CaseRecord]:
-    cases = getattr(run, "iter_cases", None)
-    if cases is None:
-        return {}
-    return {c.case_id: c for c in cases()}
 
 
 def _detail(
@@ -383,28 +477,35 @@ def _rate(
 
 
 def _slices(
-    table: CaseTable, key: str, values: Iterable[str], mode: StatisticalMode
+    table: CaseTable,
+    columns: _Columns,
+    key: str,
+    codes: np.ndarray,
+    values: Mapping[str, int],
+    mode: StatisticalMode,
 ) -> list[dict[str, Any]]:
     """Per value of ``meta[key]``: per metric, the scored items' n, mean and interval, and
     the share of them at or above the pass mark with its interval, as the run's summaries
     compute them (the same mode, the same draws and level)."""
     out = []
-    for value in values:
-        rows = [r for r in table.rows if r[3].get(key) == value]
+    scores = [np.asarray(c, dtype=float) for c in columns.scores]
+    statuses = [np.asarray(c, dtype=np.int8) for c in columns.statuses]
+    failed, passed, below = (_STATUS_CODE[s] for s in (FAILED, PASS, BELOW))
+    for value in sorted(values):
+        rows = codes == values[value]
         per_metric = []
         for at, metric in enumerate(table.metrics):
-            scores = np.array([r[1][at] for r in rows if r[1][at] is not None], dtype=float)
-            failed = sum(1 for r in rows if r[2][at] == FAILED)
+            mine, status = scores[at][rows], statuses[at][rows]
+            scored = mine[~np.isnan(mine)]
             name = f"{key}={value}/{metric}"
-            mean, low, high, note = _interval(mode, scores, name)
-            outcomes = np.array(
-                [r[2][at] == PASS for r in rows if r[2][at] in (PASS, BELOW)], dtype=bool
-            )
+            mean, low, high, note = _interval(mode, scored, name)
+            judged = status[(status == passed) | (status == below)]
+            outcomes = judged == passed
             rate, rate_low, rate_high, rate_note = _rate(mode, outcomes, name)
             per_metric.append(
                 {
-                    "n": int(scores.size),
-                    "failed": failed,
+                    "n": int(scored.size),
+                    "failed": int((status == failed).sum()),
                     "mean": mean,
                     "low": low,
                     "high": high,
@@ -416,5 +517,5 @@ def _slices(
                     "pass_note": rate_note,
                 }
             )
-        out.append({"value": value, "cases": len(rows), "metrics": per_metric})
+        out.append({"value": value, "cases": int(rows.sum()), "metrics": per_metric})
     return out

@@ -24,26 +24,33 @@ the comparison section, ``data-worst-case`` on each worst-case link.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
 
+from contextlens.files import OutputError, describe_os_error
 from contextlens.metrics.base import OFFLINE_SCALE_NOTE
 from contextlens.report.cases import case_table
-from contextlens.report.format import as_dict, ci_text, fmt_seconds, get, iter_results
-from contextlens.report.page import render_page, script_json, write_page
+from contextlens.report.format import as_dict, ci_text, fmt_seconds, get
+from contextlens.report.page import page_path, render_page, script_json, write_page
+from contextlens.report.spool import Spool
 from contextlens.report.views import (
     Collected,
     accounting_stats,
-    collect,
+    collect_item,
     comparison_view,
     metric_view,
 )
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["render_report", "report_parts", "write_report"]
 
 SCRIPTS = ("common.js", "casedetail.js", "report.js", "cases.js", "ready.js")
+
+
+_ROWS, _BLOCKS = "<!--cl-rows-->", "<!--cl-case-blocks-->"
 
 
 def render_report(
@@ -53,25 +60,39 @@ def render_report(
     title: str | None = None,
 ) -> str:
     """The report page as a string; see :func:`write_report`."""
+    with Spool() as spool:
+        return "".join(report_parts(run, spool, comparison=comparison, title=title))
+
+
+def report_parts(
+    run: Any,
+    spool: Spool,
+    *,
+    comparison: Any = None,
+    title: str | None = None,
+) -> Iterator[str]:
+    """The report page in pieces: the run is read once into ``spool`` (its items grouped by
+    case, each case's row and drill-down written as it is made), then the page is given out
+    from it, so what it holds at once does not grow with the run."""
     summaries = get(run, "summaries") or {}
-    items = list(iter_results(run))
-    collected = collect(items)
-    names = list(summaries) + [m for m in collected if m not in summaries]
+    level = next((v for s in summaries.values() if (v := get(s, "ci_level"))), 0.95)
+    collected: dict[str, Collected] = {}
+    table = case_table(
+        run, list(summaries), spool, ci_level=level, collect=lambda i: collect_item(collected, i)
+    )
+    names = table.metrics
     metrics = [
         metric_view(name, summaries.get(name, {}), collected.get(name, Collected()), i)
         for i, name in enumerate(names)
     ]
+    for m in metrics:
+        m.worst = table.worst.get(m.name, [])
+        m.lowest = table.lowest.get(m.name, [])
+        m.counts = table.counts.get(m.name, {})
+        m.column = names.index(m.name)
     total = get(get(run, "accounting"), "total")
     run_id = str(get(run, "run_id", "") or "")
     out_dir = get(run, "out_dir")
-    levels = [get(summaries.get(n), "ci_level") for n in names]
-    level = next((v for v in levels if v), 0.95)
-    cases = case_table(run, names, ci_level=level, items=items)
-    for m in metrics:
-        m.worst = cases.worst.get(m.name, [])
-        m.lowest = cases.lowest.get(m.name, [])
-        m.counts = cases.counts.get(m.name, {})
-        m.column = cases.metrics.index(m.name) if m.name in cases.metrics else 0
     config = get(run, "config") or {}
     data = {
         "run_id": run_id,
@@ -80,11 +101,7 @@ def render_report(
         "judge": get(run, "judge"),
         "summaries": {n: as_dict(summaries[n]) if n in summaries else {} for n in names},
     }
-    blocks = "".join(
-        f'<script type="application/json" id="cl-case-{i}">{script_json(d)}</script>\n'
-        for i, d in enumerate(cases.details)
-    )
-    return render_page(
+    page = render_page(
         "report.html.j2",
         scripts=SCRIPTS,
         wide=True,
@@ -104,16 +121,25 @@ def render_report(
         comparison=comparison_view(comparison) if comparison is not None else None,
         offline_note=OFFLINE_SCALE_NOTE,
         results_path=_results_file(out_dir),
-        case_metrics=cases.metrics,
-        meta_fields=list(cases.meta_fields),
-        n_cases=len(cases.rows),
-        slice_fields=list(cases.slices),
+        case_metrics=names,
+        meta_fields=list(table.meta_fields),
+        n_cases=table.n_rows,
+        slice_fields=list(table.slices),
         slice_ci=ci_text(level),
-        pass_marks={k: f"{v:g}" for k, v in cases.pass_marks.items() if v is not None},
+        pass_marks={k: f"{v:g}" for k, v in table.pass_marks.items() if v is not None},
         data_json=script_json(data),
-        rows_json=script_json(cases.rows_json()),
-        case_blocks=Markup(blocks),
+        rows_json=Markup(_ROWS),
+        case_blocks=Markup(_BLOCKS),
     )
+    head, rest = page.split(_ROWS, 1)
+    middle, tail = rest.split(_BLOCKS, 1)
+    yield head
+    yield str(script_json(table.head_json()))[:-1] + ',"rows":['
+    yield from spool.read(spool.rows)
+    yield "]}"
+    yield middle
+    yield from spool.read(spool.details)
+    yield tail
 
 
 def _results_file(out_dir: Any) -> str:
@@ -138,7 +164,17 @@ def write_report(
     ``comparison``: a :class:`~contextlens.compare.Comparison` (read by attribute) adds a
     section with each metric's paired difference. An item passes at its metric's pass mark
     as the run set it (``threshold`` of each summary). A folder ``path`` gets
-    ``report.html``.
+    ``report.html``. The page is written in pieces, its scratch files in a temporary folder
+    beside it, so a run of a million cases is written in bounded memory.
     """
-    html = render_report(run, comparison=comparison, title=title)
-    return write_page(html, path, "report.html")
+    target = page_path(path, "report.html")
+    try:
+        spool = Spool(target.parent)
+    except OSError as exc:
+        raise OutputError(target, describe_os_error(exc)) from None
+    with spool:
+        try:
+            parts = report_parts(run, spool, comparison=comparison, title=title)
+            return write_page(parts, target, "report.html")
+        except (OSError, sqlite3.Error) as exc:  # the scratch files beside it
+            raise OutputError(target, f"its scratch files: {exc}") from None

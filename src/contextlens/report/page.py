@@ -16,7 +16,7 @@ import base64
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import cache
 from importlib import metadata, resources
@@ -27,12 +27,12 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from contextlens.files import make_folder, write_text
+from contextlens.files import make_folder, write_parts
 from contextlens.redact import redact, redact_value
 from contextlens.report.format import fmt_count, fmt_score
 from contextlens.runfiles import confined, plain_name
 
-__all__ = ["case_href", "clean", "render_page", "script_json", "write_page"]
+__all__ = ["case_href", "clean", "page_path", "render_page", "script_json", "write_page"]
 
 
 def case_href(case_id: Any, metric: Any = None) -> str:
@@ -137,16 +137,22 @@ def render_page(template: str, *, scripts: Sequence[str], **context: Any) -> str
     )
 
 
-def write_page(html: str, path: str | Path, default_name: str) -> Path:
-    """Write ``html`` to ``path`` (a folder gets ``default_name``) whole and return the file;
-    the page was masked as it was rendered (:func:`render_page`, :func:`script_json`).
-    ``default_name`` (made of run ids, which may come from elsewhere) must be a plain file
-    name that stays in the folder: else an :class:`~contextlens.files.OutputError`, and
-    nothing is written."""
+def page_path(path: str | Path, default_name: str) -> Path:
+    """The file a page for ``path`` is written to (a folder gets ``default_name``), its
+    folder made. ``default_name`` (made of run ids, which may come from elsewhere) must be
+    a plain file name that stays in the folder: else an
+    :class:`~contextlens.files.OutputError`."""
     target = Path(path)
     if target.is_dir() and not target.is_symlink():
         target = confined(target, default_name)
     elif not plain_name(default_name):  # a page path its caller joined from the name
         confined(target.parent, default_name)
     make_folder(target.parent)
-    return write_text(target, html, mask=False)
+    return target
+
+
+def write_page(page: str | Iterable[str], path: str | Path, default_name: str) -> Path:
+    """Write ``page`` (its text, or its pieces) to :func:`page_path` whole and return the
+    file; the page was masked as it was rendered (:func:`render_page`, :func:`script_json`).
+    Nothing is written when ``default_name`` is not a plain name."""
+    return write_parts(page_path(path, default_name), [page] if isinstance(page, str) else page)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +36,7 @@ __all__ = [
     "Row",
     "Stat",
     "accounting_stats",
-    "collect",
+    "collect_item",
     "comparison_view",
     "metric_view",
 ]
@@ -185,20 +184,17 @@ def _raw_reply(details: Any) -> str:
     return str(raw) if raw else ""
 
 
-def collect(items: Iterable[Any]) -> dict[str, Collected]:
-    """Per metric: the scores of its items, its failures (the first 50 kept)."""
-    out: dict[str, Collected] = {}
-    for item in items:
-        bucket = out.setdefault(str(get(item, "metric", "")), Collected())
-        bucket.n_items += 1
-        row = _row(item)
-        if row.score is not None:
-            bucket.scores.append(row.score)
-        if row.failed:
-            bucket.n_failures += 1
-            if len(bucket.failures) < 50:
-                bucket.failures.append(row)
-    return out
+def collect_item(out: dict[str, Collected], item: Any) -> None:
+    """Add ``item`` to its metric's :class:`Collected` in ``out``."""
+    bucket = out.setdefault(str(get(item, "metric", "")), Collected())
+    bucket.n_items += 1
+    row = _row(item)
+    if row.score is not None:
+        bucket.scores.append(row.score)
+    if row.failed:
+        bucket.n_failures += 1
+        if len(bucket.failures) < 50:
+            bucket.failures.append(row)
 
 
 def as_counts(value: Any) -> Counts | None:
