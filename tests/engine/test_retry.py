@@ -124,14 +124,15 @@ async def test_budget_is_never_waited_past() -> None:
     errors = [http_error(429, "slow down", 0.1) for _ in range(10)]
     fn = Flaky(*errors)
     policy = RetryPolicy(max_attempts=10, max_delay=1.0, budget=0.15, jitter=False)
+    seen, on_retry = recorder()
     started = time.monotonic()
     with pytest.raises(BackendError) as info:
-        await call_with_retry(fn, policy)
+        await call_with_retry(fn, policy, on_retry=on_retry)
     elapsed = time.monotonic() - started
-    # one wait of 0.1 fits; a second would end at 0.2 > 0.15
-    assert fn.calls == 2
+    # one wait of 0.1 fits; a second would end at 0.2 > 0.15, so none is begun
+    assert fn.calls == 2 and [wait for _, wait in seen] == [pytest.approx(0.1)]
     assert info.value is errors[1]
-    assert 0.1 <= elapsed < 0.2
+    assert elapsed >= 0.1
 
 
 async def test_retry_after_beyond_the_remaining_budget_stops() -> None:

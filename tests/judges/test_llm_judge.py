@@ -165,8 +165,9 @@ def test_spec_settings_configure_the_backend_and_the_judge():
 
 async def test_a_local_server_sets_the_limit_from_its_slots_or_a_ramp_starting_at_one():
     with (
-        FakeOpenAIServer(slots=3, latency=0.05) as reporting,
-        FakeOpenAIServer(latency=0.05) as silent,
+        # calls long enough that those sent together are in flight together on a busy machine
+        FakeOpenAIServer(slots=3, latency=0.3) as reporting,
+        FakeOpenAIServer(latency=0.3) as silent,
     ):
         j = LLMJudge(OpenAICompatBackend("m", base_url=reporting.base_url))
         await asyncio.gather(*(j.judge(MSGS, Verdict) for _ in range(6)))
