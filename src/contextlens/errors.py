@@ -8,6 +8,25 @@ from typing import Any
 from contextlens.redact import redact
 
 
+def described(exc: BaseException) -> str:
+    """``TypeName: message`` of an exception, also when its ``__str__`` raises (an error
+    class of the user's): its message is then said to be unreadable, and its type kept."""
+    try:
+        said = str(exc)
+    except Exception as inner:  # any failure of the user's __str__
+        said = f"(its message could not be read: its __str__ raised {type(inner).__name__})"
+    return f"{type(exc).__name__}: {said}"
+
+
+def user_text(obj: object, read: Any, what: str) -> str:
+    """``str(read())`` of a user's object ``obj`` (its model name, say), or a ``TypeError``
+    naming ``what`` of which type raised what, when the object's code raises."""
+    try:
+        return str(read())
+    except Exception as exc:  # the user's code may raise anything
+        raise TypeError(f"{type(obj).__name__}: {what} raised {described(exc)}") from None
+
+
 class ContextLensError(Exception):
     """Base class of every error contextlens raises on purpose."""
 

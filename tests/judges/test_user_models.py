@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -473,3 +474,49 @@ def test_two_user_models_of_one_name_do_not_share_cached_replies(monkeypatch):
     again = Deployment("gpt-4o", api_key="sk-two")
     assert ContextPrecision(model=again).score(**CASE).reason == "gpt-4o"
     assert again.prompts == []  # a new key is not a new judge
+
+
+class _Unprintable(Exception):
+    """An error class of the user's whose message cannot be built."""
+
+    def __str__(self) -> str:
+        raise ValueError("its __str__ raises")
+
+    def __repr__(self) -> str:
+        raise ValueError("its __repr__ raises")
+
+
+class _Failing:
+    """A DeepEval-shaped model whose calls raise an unprintable error."""
+
+    def get_model_name(self) -> str:
+        return "mine"
+
+    def load_model(self) -> _Failing:
+        return self
+
+    def generate(self, prompt: str, schema: Any = None) -> str:
+        raise _Unprintable()
+
+    async def a_generate(self, prompt: str, schema: Any = None) -> str:
+        raise _Unprintable()
+
+    def __repr__(self) -> str:
+        raise ValueError("its __repr__ raises")
+
+
+def test_an_error_whose_message_cannot_be_read_fails_the_item_naming_its_type():
+    case = LLMTestCase(input="q", actual_output="a", retrieval_context=["c"])
+    run = evaluate([case], ["contextual-relevancy"], judge=_Failing(), progress=False, cache="off")
+    [item] = run.results
+    assert item.failed and "_Unprintable: (its message could not be read" in (item.error or "")
+
+
+def test_a_model_whose_name_raises_is_refused_naming_the_method():
+    class NoName(_Failing):
+        def get_model_name(self) -> str:
+            raise _Unprintable()
+
+    case = LLMTestCase(input="q", actual_output="a", retrieval_context=["c"])
+    with pytest.raises(TypeError, match=r"NoName: get_model_name\(\) raised _Unprintable"):
+        evaluate([case], ["contextual-relevancy"], judge=NoName(), progress=False, cache="off")

@@ -27,7 +27,7 @@ from contextlens.backend import (
     http_error,
     retry_after_from,
 )
-from contextlens.errors import ContextLensError
+from contextlens.errors import ContextLensError, described
 
 __all__ = ["as_backend_error", "is_reply_error", "note_failure", "user_errors"]
 
@@ -63,7 +63,7 @@ def _names(exc: BaseException) -> str:
 
 
 def _message(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+    text = described(exc)
     return text if len(text) <= _MAX_CHARS else text[:_MAX_CHARS] + "..."
 
 

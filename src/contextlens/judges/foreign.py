@@ -57,6 +57,7 @@ from contextlens.backend import (
     Message,
     Usage,
 )
+from contextlens.errors import user_text
 from contextlens.judges.errors import as_backend_error, is_reply_error
 from contextlens.judges.formats import FormatNegotiation
 from contextlens.sync import call_either, is_thread_safe
@@ -135,8 +136,8 @@ class UserBackend(ChatBackend):
 
     def __init__(self, obj: Any) -> None:
         self.obj = obj
-        self.name = str(obj.name)
-        self.model = str(obj.model)
+        self.name = user_text(obj, lambda: obj.name, "its name")
+        self.model = user_text(obj, lambda: obj.model, "its model")
         self.concurrency = _count(getattr(obj, "concurrency", None))
         self.max_tokens = _count(getattr(obj, "max_tokens", None))
         self.timeout = _seconds(getattr(obj, "timeout", None))
@@ -409,7 +410,9 @@ class DeepEvalModelBackend(_UserModelBackend):
                 "generate or a_generate"
             )
         super().__init__(
-            obj, str(obj.get_model_name()), use_structured_output=use_structured_output
+            obj,
+            user_text(obj, obj.get_model_name, "get_model_name()"),
+            use_structured_output=use_structured_output,
         )
 
     async def _ask(self, messages: Sequence[Message], schema: type[BaseModel] | None) -> Any:
@@ -440,8 +443,10 @@ class OpikModelBackend(_UserModelBackend):
                 f"{type(obj).__name__} is not Opik-shaped: it needs generate_string or "
                 "agenerate_string, or the provider-response methods"
             )
-        model = getattr(obj, "model_name", None) or type(obj).__name__
-        super().__init__(obj, str(model), use_structured_output=use_structured_output)
+        model = user_text(
+            obj, lambda: getattr(obj, "model_name", None) or type(obj).__name__, "model_name"
+        )
+        super().__init__(obj, model, use_structured_output=use_structured_output)
 
     async def _ask(self, messages: Sequence[Message], schema: type[BaseModel] | None) -> Any:
         payload = [{"role": m["role"], "content": m["content"]} for m in messages]

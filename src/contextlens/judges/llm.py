@@ -42,7 +42,7 @@ from contextlens.engine.limiter import (
 from contextlens.engine.reach import JudgeUnreachable, reach_for
 from contextlens.engine.retry import RetryPolicy, call_with_retry, within
 from contextlens.engine.tokens import BYTES, CHARS, counter_for
-from contextlens.errors import JudgeError
+from contextlens.errors import JudgeError, described
 from contextlens.judges.base import DEFAULT_FENCE, Fence, Judgement
 from contextlens.judges.errors import note_failure
 from contextlens.judges.foreign import as_chat_backend
@@ -364,7 +364,7 @@ class LLMJudge:
             except Exception as exc:
                 self._record(failures=1)
                 note_failure(exc, users=self.backend.user_object)
-                raise JudgeError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+                raise JudgeError(f"{self.name}: {described(exc)}") from exc
             for cache_key, completion in settled:
                 self.cache.put_completion(cache_key, completion)
             return Judgement(
