@@ -153,8 +153,8 @@ def citations_schema(n_chunks: int, n_claims: int) -> type[CitationsReply]:
             Field(description="the claim's number"),
         ),
         needs_source=(Verdict, Field(description="yes when the claim states a fact")),
-        supported_by=(  # type: ignore[arg-type]  # a list of the call's chunk numbers
-            list[Literal[chunk_numbers]],
+        supported_by=(
+            list[Literal[chunk_numbers]],  # type: ignore[valid-type]  # the call's chunk numbers
             Field(max_length=n_chunks, description="every chunk that supports the claim"),
         ),
         reason=(str, text_field("at most fifteen words", 120)),
