@@ -44,3 +44,18 @@ def test_the_case_shows_its_cell_of_the_2x2() -> None:
     [grid] = shown["tables"]
     assert _cells(grid) == [["sufficient", "", ""], ["insufficient", "this case", ""]]
     assert grid["rows"][1][1]["tone"] == "bad"
+
+
+def test_the_metric_figures_count_the_answers_given_on_insufficient_context() -> None:
+    from contextlens.report.views import Collected, collect_item, metric_view
+
+    abstained = CASE.model_copy(update={"name": "abstained", "actual_output": "I don't know."})
+    run = evaluate([CASE, abstained], ["sufficient-context"], progress=False)
+    collected: dict[str, Collected] = {}
+    for item in run.results:
+        collect_item(collected, item)
+    bucket = collected["sufficient-context"]
+    view = metric_view("sufficient-context", run.summaries["sufficient-context"], bucket, 0)
+    stat = view.stat["answered_on_insufficient"]
+    assert stat.text == "1 of 2 (50%)" and stat.tone == "bad"
+    assert view.stat["cell:insufficient, abstained"].raw == 1
