@@ -137,3 +137,19 @@ def test_an_abstaining_answer_is_not_applicable_not_zero():
     result = offline(WRONG.model_copy(update={"actual_output": "I don't know."}))
     assert result.score is None and result.not_applicable is not None
     assert "no claim that needs a source" in result.not_applicable
+
+
+def test_the_command_line_runs_both_metrics_and_schema_lists_them(run_cli, tmp_path):
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps({"id": "wrong", **WRONG.model_dump(exclude_none=True)}) + "\n")
+    out = tmp_path / "out"
+    code, text = run_cli(
+        "run", path, "-m", "citations", "-m", "sufficient-context", "--out", out, "-q"
+    )
+    assert code == 0, text
+    [line_a, line_b] = (out / "latest" / "results.jsonl").read_text().splitlines()
+    results = {json.loads(x)["metric"]: json.loads(x) for x in (line_a, line_b)}
+    assert results["citations"]["details"]["claims"][0]["wrong_source"] == [2]
+    assert results["sufficient-context"]["details"]["answered"] is True
+    code, text = run_cli("schema")
+    assert code == 0 and "citations" in text and "sufficient-context" in text
