@@ -111,3 +111,14 @@ def test_with_a_judge_one_call_per_case_and_the_cell_of_each():
 def test_a_case_without_an_answer_has_no_cell():
     result = offline(ANSWERED.model_copy(update={"actual_output": None}))
     assert result.details.answered is None and result.details.cell is None
+
+
+def test_assert_context_fails_a_case_answered_on_insufficient_context():
+    import pytest
+
+    from contextlens.pytest_plugin import assert_context
+
+    with pytest.raises(AssertionError, match="sufficient-context"):
+        assert_context(ANSWERED, ["sufficient-context"])
+    [item] = assert_context(OPENING, ["sufficient-context"])
+    assert item.details.cell == "sufficient, answered"
