@@ -153,3 +153,17 @@ def test_the_command_line_runs_both_metrics_and_schema_lists_them(run_cli, tmp_p
     assert results["sufficient-context"]["details"]["answered"] is True
     code, text = run_cli("schema")
     assert code == 0 and "citations" in text and "sufficient-context" in text
+
+
+def test_offline_a_case_the_reader_cannot_read_needs_a_judge(recwarn):
+    case = ModelTestCase(
+        input="Wie lange dauert die Erstattung?",
+        actual_output="Die Erstattung dauert 14 Tage [1]. Der Versand ist kostenlos [2].",
+        retrieval_context=[
+            "Die Erstattung erfolgt innerhalb von 14 Tagen nach der Rücksendung.",
+            "Der Standardversand ist ab 50 Euro kostenlos.",
+        ],
+    )
+    result = offline(case)
+    assert result.score is None and result.error is None
+    assert result.not_applicable.startswith("not applicable: needs a judge")
