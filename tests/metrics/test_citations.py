@@ -167,3 +167,15 @@ def test_offline_a_case_the_reader_cannot_read_needs_a_judge(recwarn):
     result = offline(case)
     assert result.score is None and result.error is None
     assert result.not_applicable.startswith("not applicable: needs a judge")
+
+
+def test_a_claim_citing_a_right_and_a_wrong_chunk_lists_only_the_wrong_one():
+    case = WRONG.model_copy(update={"actual_output": "Refunds are paid within 14 days [1, 2]."})
+    result = offline(case)
+    [claim] = result.details.claims
+    assert [(c.chunk, c.verdict) for c in claim.citations] == [
+        (1, "supported"),
+        (2, "not supported"),
+    ]
+    assert claim.wrong_source == [2]
+    assert result.details.precision == 0.5 and result.details.recall == 1.0

@@ -87,8 +87,8 @@ class CitationCheck(BaseModel):
 
 class CitedClaim(BaseModel):
     """A claim (a sentence of the answer, without markers), whether it needs a source, its
-    citations, the chunks that support it (1-based) and the cited chunks that do not while
-    another does (``wrong_source``)."""
+    citations, the chunks that support it (1-based; offline, looked for only for a claim that
+    cites) and the cited chunks that do not while another does (``wrong_source``)."""
 
     claim: str
     needs_source: bool
@@ -201,9 +201,11 @@ class CitationsMetric(Metric[ModelTestCase]):
     offline_models = SUPPORT_FILES
     config: CitationsConfig
 
-    def messages(self, question: str, claims: str, chunks: Sequence[str]) -> list[Message]:
-        """The judge prompt: instructions, then the question, the cited claims and the chunks."""
-        n_claims = claims.count("\n") + 1
+    def messages(
+        self, question: str, claims: str, n_claims: int, chunks: Sequence[str]
+    ) -> list[Message]:
+        """The judge prompt: instructions, then the question, the ``n_claims`` numbered
+        claims with the chunks they cite, and the chunks."""
         block = DataBlocks(question, claims, *chunks)
         return build_messages(
             "citations_system.md",
@@ -225,7 +227,7 @@ class CitationsMetric(Metric[ModelTestCase]):
             + (f" [cites: {', '.join(map(str, s.numbers))}]" if s.numbers else "")
             for k, s in enumerate(found, 1)
         )
-        messages = self.messages(question, listing, chunks)
+        messages = self.messages(question, listing, len(found), chunks)
         too_big = prompt_over_budget(messages, self.config.max_prompt_tokens)
         if too_big is not None:
             raise OverBudget(too_big)
@@ -426,11 +428,7 @@ def _claim(
     supported_by: list[int],
     reason: str,
 ) -> CitedClaim:
-    wrong = (
-        [c.chunk for c in checks if c.verdict == "not supported"]
-        if any(n not in sentence.numbers for n in supported_by)
-        else []
-    )
+    wrong = [c.chunk for c in checks if c.verdict == "not supported"] if supported_by else []
     return CitedClaim(
         claim=sentence.sentence,
         needs_source=needs,
