@@ -286,7 +286,11 @@ class CitationsMetric(Metric[ModelTestCase]):
         support: dict[tuple[int, int], float | None] = {
             pair: (r.score if r.claims else None) for pair, r in zip(pairs, scored, strict=True)
         }
-        return self._offline_verdicts(found, chunks, details, support, answer, route.note)
+        note = route.noted(
+            "Offline estimate: a chunk supports a claim when the support model of the claim "
+            "metrics gives the pair 0.5 or more"
+        )
+        return self._offline_verdicts(found, chunks, details, support, answer, note)
 
     def _offline_verdicts(
         self,
@@ -398,7 +402,7 @@ class CitationsMetric(Metric[ModelTestCase]):
             extra += f" {len(dangling)} dangling: " + ", ".join(d.marker for d in dangling) + "."
         if len(checks) > len(decided):
             extra += f" {len(checks) - len(decided)} citation(s) undecided offline."
-        reason = counts + extra + (f" ({note})" if note else "")
+        reason = counts + extra + (f" ({note}.)" if note else "")
         if precision is None and recall is None:
             if checks:
                 return Score.not_applying("not applicable: needs a judge", reason, details)
