@@ -181,7 +181,7 @@ def test_the_settings_digest_covers_exactly_the_declared_files(name):
 def test_refitting_one_offline_model_changes_only_the_digests_of_its_metrics(monkeypatch):
     """The digest of a metric reads only the files it declares: a changed relevance model
     moves contextual relevancy's digest and ranked precision's (which reads it without a
-    reference), never faithfulness's or context's."""
+    reference) and sufficient context's, never faithfulness's or context's."""
     from contextlens.metrics import settings
 
     before = {name: settings_of(registry.create(name)).prompts for name in BUILT_IN}
@@ -201,7 +201,15 @@ def test_refitting_one_offline_model_changes_only_the_digests_of_its_metrics(mon
         for name in BUILT_IN
         if "weights/relevance.json" in type(registry.create(name)).offline_models
     }
-    assert changed == users == {"contextual-relevancy", "context-precision-ranked"}
+    assert (
+        changed
+        == users
+        == {
+            "contextual-relevancy",
+            "context-precision-ranked",
+            "sufficient-context",
+        }
+    )
 
 
 def test_a_mode_without_an_estimate_of_its_own_is_refused_naming_what_it_lacks():

@@ -59,6 +59,7 @@ def test_the_built_in_metrics_are_found_without_being_named_anywhere():
     code = "from contextlens.metrics import registry; print(' '.join(registry.names()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == [
+        "citations",
         "context",
         "context-precision",
         "context-precision-ranked",
@@ -67,6 +68,7 @@ def test_the_built_in_metrics_are_found_without_being_named_anywhere():
         "contextual-relevancy",
         "faithfulness",
         "retrieval",
+        "sufficient-context",
     ]
 
 

@@ -151,6 +151,9 @@ class Collected:
     failures: list[Row] = field(default_factory=list)
     n_items: int = 0
     n_failures: int = 0
+    cells: dict[str, int] = field(default_factory=dict)
+    """Items by the cell of a cross their details name (``details.cell``, e.g. sufficient
+    context's ``"insufficient, answered"``)."""
 
 
 def _row(item: Any) -> Row:
@@ -195,6 +198,31 @@ def collect_item(out: dict[str, Collected], item: Any) -> None:
         bucket.n_failures += 1
         if len(bucket.failures) < 50:
             bucket.failures.append(row)
+    cell = get(get(item, "details") or {}, "cell")
+    if isinstance(cell, str) and not get(item, "not_applicable"):
+        bucket.cells[cell] = bucket.cells.get(cell, 0) + 1
+
+
+def cell_stats(cells: dict[str, int]) -> list[Stat]:
+    """The items of each cell of a cross, and the answers given on insufficient context
+    among the insufficient ones (sufficient context's 2x2)."""
+    stats = [
+        Stat(cell[0].upper() + cell[1:], fmt_count(n), f"cell:{cell}", n)
+        for cell, n in sorted(cells.items())
+    ]
+    answered = cells.get("insufficient, answered", 0)
+    insufficient = answered + cells.get("insufficient, abstained", 0)
+    if insufficient:
+        stats.append(
+            Stat(
+                "Answered on insufficient context",
+                f"{answered} of {insufficient} ({answered / insufficient:.0%})",
+                "answered_on_insufficient",
+                answered,
+                tone="bad" if answered else "",
+            )
+        )
+    return stats
 
 
 def as_counts(value: Any) -> Counts | None:
@@ -282,6 +310,7 @@ def metric_view(name: str, summary: Any, bucket: Collected, index: int) -> Metri
     spread = finite(get(summary, "judge_spread"))
     if spread is not None:
         stats.append(Stat("Judge spread", fmt_score(spread), "judge_spread", spread))
+    stats += cell_stats(bucket.cells)
     stats += accounting_stats(get(summary, "accounting"))
     return MetricView(
         name=name,
