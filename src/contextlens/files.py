@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -53,6 +54,8 @@ def describe_os_error(exc: OSError) -> str:
         return "permission denied"
     if exc.errno == errno.ENAMETOOLONG:
         return "the file name is too long for this file system"
+    if exc.errno == errno.EISDIR:
+        return "a folder is there; remove it or give another name"
     if exc.errno == errno.ENOTDIR:
         return "a part of the path is a file, not a folder"
     if exc.errno == errno.EEXIST:
@@ -66,19 +69,29 @@ def _open_new(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
 
 
-def write_text(path: str | os.PathLike[str], text: str, *, mask: bool = True) -> Path:
+def write_text(
+    path: str | os.PathLike[str], text: str, *, mask: bool = True, stream: bool = False
+) -> Path:
     """Write ``text`` (its secrets masked unless ``mask`` is False) to ``path`` atomically:
     a temporary file beside it, then a rename over it. :class:`OutputError` on failure, the
-    target left as it was."""
-    return write_parts(path, [redact(text) if mask else text])
+    target left as it was. ``stream``: see :func:`write_parts`."""
+    return write_parts(path, [redact(text) if mask else text], stream=stream)
 
 
-def write_parts(path: str | os.PathLike[str], parts: Iterable[str]) -> Path:
+def write_parts(
+    path: str | os.PathLike[str], parts: Iterable[str], *, stream: bool = False
+) -> Path:
     """Write the texts ``parts`` one after the other to ``path`` atomically, as
     :func:`write_text` does, holding one of them at a time. :class:`OutputError` when the
     file cannot be written or a part cannot be read (an ``OSError`` of ``parts``); the
-    target is then left as it was."""
+    target is then left as it was.
+
+    ``stream`` (a path the user named, such as ``--junit /dev/stdout``): a ``path`` that is a
+    character device or a named pipe (or a link to one) is written into as it is, never
+    replaced; a pipe nobody reads is an :class:`OutputError`, not a wait."""
     target = Path(path)
+    if stream and _is_stream(target):
+        return _write_stream(target, parts)
     tmp = target.with_name(f".{target.name[:80]}.{secrets.token_hex(4)}.tmp")
     try:
         fd = _open_new(tmp)
@@ -95,6 +108,28 @@ def write_parts(path: str | os.PathLike[str], parts: Iterable[str]) -> Path:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise OutputError(target, describe_os_error(exc)) from None
+    return target
+
+
+def _is_stream(path: Path) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _write_stream(target: Path, parts: Iterable[str]) -> Path:
+    """``parts`` written into the device or pipe ``target``."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)  # a pipe with no reader: ENXIO
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "wb") as handle:
+            for part in parts:
+                handle.write(part.encode("utf-8", "surrogatepass"))
+    except OSError as exc:
+        cause = "a pipe that nobody reads" if exc.errno == errno.ENXIO else describe_os_error(exc)
+        raise OutputError(target, cause) from None
     return target
 
 

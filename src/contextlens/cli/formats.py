@@ -59,19 +59,32 @@ class Outputs:
     csv: Path | None = None
     junit_items: bool = False
 
-    def check(self) -> None:
-        """A usage problem, before any work, for a path that names a folder."""
-        for option, path in (("--junit", self.junit), ("--markdown", self.markdown)):
-            if path is not None and path.is_dir():
+    def check(self, data: Path | None = None) -> None:
+        """A usage problem, before any work, for a path that names a folder or the file the
+        cases are read from (``data``)."""
+        for option, path in (
+            ("--junit", self.junit),
+            ("--markdown", self.markdown),
+            ("--csv", self.csv),
+        ):
+            if path is None:
+                continue
+            if path.is_dir():
                 raise UsageProblem(f"{option} {path}: a folder; give a file name")
-        if self.csv is not None and self.csv.is_dir():
-            raise UsageProblem(f"--csv {self.csv}: a folder; give a file name")
+            if data is not None and _same_file(path, data):
+                raise UsageProblem(
+                    f"{option} {path}: the file the cases are read from; give another name"
+                )
         if self.junit_items and self.junit is None:
             raise UsageProblem("--junit-items adds to the JUnit file: give --junit PATH too")
 
     def write(self, run: Any, outcomes: Sequence[GateOutcome] | None = None) -> None:
         """Write each file asked for, with the ``outcomes`` of the run's gates (the
         verdict's), and say where."""
+        if self.csv is not None:  # first: a CSV that cannot be written stops before the
+            from contextlens.report.items import write_csv  # files that tell CI it passed
+
+            out.print(line("csv:     ", write_csv(run, self.csv)))
         if self.junit is not None:
             from contextlens.report.junit import write_junit
 
@@ -82,10 +95,13 @@ class Outputs:
 
             append_or_write(self.markdown, run_markdown(run, outcomes))
             out.print(line("markdown: ", self.markdown))
-        if self.csv is not None:
-            from contextlens.report.items import write_csv
 
-            out.print(line("csv:     ", write_csv(run, self.csv)))
+
+def _same_file(path: Path, other: Path) -> bool:
+    try:
+        return path.exists() and other.exists() and os.path.samefile(path, other)
+    except OSError:
+        return False
 
 
 def append_or_write(path: Path, text: str) -> None:
@@ -96,7 +112,7 @@ def append_or_write(path: Path, text: str) -> None:
     append = summary is not None and path.exists() and path.resolve() == Path(summary).resolve()
     if not append:
         make_folder(path.parent)
-        write_text(path, text)
+        write_text(path, text, stream=True)
         return
     try:
         with open(path, "a", encoding="utf-8") as handle:

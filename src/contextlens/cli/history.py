@@ -295,7 +295,7 @@ def _write(path: Path, content: str) -> None:
     if path.is_dir():
         raise UsageProblem(f"{path} is a folder; give a file name")
     make_folder(path.parent)
-    write_text(path, content)
+    write_text(path, content, stream=True)
 
 
 def tolerance_lines(result: Any) -> list[Text]:

@@ -31,11 +31,11 @@ from typing import Any
 
 from markupsafe import Markup
 
-from contextlens.files import OutputError, describe_os_error
+from contextlens.files import OutputError, describe_os_error, write_parts
 from contextlens.metrics.base import OFFLINE_SCALE_NOTE
 from contextlens.report.cases import case_table
 from contextlens.report.format import as_dict, ci_text, fmt_seconds, get
-from contextlens.report.page import page_path, render_page, script_json, write_page
+from contextlens.report.page import page_path, render_page, script_json
 from contextlens.report.spool import Spool
 from contextlens.report.views import (
     Collected,
@@ -175,6 +175,6 @@ def write_report(
     with spool:
         try:
             parts = report_parts(run, spool, comparison=comparison, title=title)
-            return write_page(parts, target, "report.html")
+            return write_parts(target, parts)
         except (OSError, sqlite3.Error) as exc:  # the scratch files beside it
             raise OutputError(target, f"its scratch files: {exc}") from None

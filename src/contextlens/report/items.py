@@ -89,4 +89,4 @@ def write_csv(run: EvalRun, path: str | Path) -> Path:
             + [text(row_meta.get(k)) for k in meta]
         )
         writer.writerow([cell(c) for c in row])
-    return write_text(target, handle.getvalue(), mask=False)
+    return write_text(target, handle.getvalue(), mask=False, stream=True)

@@ -231,4 +231,4 @@ def write_junit(
     was put in) and return it."""
     target = Path(path)
     make_folder(target.parent)
-    return write_text(target, junit_xml(run, outcomes, items=items) + "\n", mask=False)
+    return write_text(target, junit_xml(run, outcomes, items=items) + "\n", mask=False, stream=True)

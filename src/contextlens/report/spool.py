@@ -10,6 +10,7 @@ memory it takes does not grow with the run. Without a folder everything is held 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sqlite3
 import tempfile
@@ -31,7 +32,9 @@ class Spool:
 
     def __init__(self, folder: Path | None = None) -> None:
         self._tmp = (
-            tempfile.TemporaryDirectory(dir=folder, prefix=".contextlens-report-")
+            tempfile.TemporaryDirectory(
+                dir=folder, prefix=".contextlens-report-", ignore_cleanup_errors=True
+            )
             if folder is not None
             else None
         )
@@ -102,9 +105,11 @@ class Spool:
             yield piece
 
     def close(self) -> None:
-        self._db.close()
-        self.rows.close()
-        self.details.close()
+        """Remove the scratch files; what they held is discarded, so a disk that cannot
+        take their last buffered bytes any more is no error here."""
+        for close in (self._db.close, self.rows.close, self.details.close):
+            with contextlib.suppress(OSError, sqlite3.Error):
+                close()
         if self._tmp is not None:
             self._tmp.cleanup()
 

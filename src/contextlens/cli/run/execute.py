@@ -34,9 +34,11 @@ def execute(plan: RunPlan) -> EvalRun | None:
     said = config.describe().with_extra({"data": str(args.data), "metrics": list(plan.keys)})
     fingerprint = config.data_file.sha256 if config.data_file is not None else None
     runs_store = start_recording(plan.folder, config, said, data=args.data, fingerprint=fingerprint)
-    with recorded(runs_store, plan.folder.run_id):
+    with recorded(runs_store, plan.folder.run_id):  # a report that cannot be written fails it
         result = evaluate(plan.cases, plan.metrics, executor=plan.executor, config=config)
-    finish(result, plan.folder, runs_store, config=said, data=args.data, fingerprint=fingerprint)
+        finish(
+            result, plan.folder, runs_store, config=said, data=args.data, fingerprint=fingerprint
+        )
     return result
 
 
@@ -55,7 +57,7 @@ def finish(
     from contextlens.report.html import write_report
     from contextlens.store import StoreError
 
-    report = write_report(result, folder.path / "report.html")
+    report = write_report(result, folder.path)  # report.html in it; a folder there is an error
     if runs_store is not None:
         try:
             runs_store.record(

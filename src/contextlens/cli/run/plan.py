@@ -80,7 +80,7 @@ def checked_settings(args: RunArgs) -> Settings:
     outputs = Outputs(
         junit=args.junit, markdown=args.markdown, csv=args.csv, junit_items=args.junit_items
     )
-    outputs.check()
+    outputs.check(args.data if isinstance(args.data, Path) else None)
     tags = parse_tags(args.tag)
     judge = judge_option(
         args.judge,
