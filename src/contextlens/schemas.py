@@ -177,6 +177,15 @@ class CaseModel(BaseModel):
 MAX_WEIGHT = 1e12
 
 
+def _id_text(value: Any) -> Any:
+    """A whole number given as an id is read as its text (``7`` -> ``"7"``)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+#: A chunk's id: non-empty text (whole numbers are read as text).
+ChunkId = Annotated[str, BeforeValidator(_id_text), Field(min_length=1)]
+
+
 class Batch(CaseModel):
     """One interaction of a session: a user query and the assistant's reply."""
 
@@ -187,6 +196,11 @@ class Batch(CaseModel):
     assistant: str
     ground_truth_assistant: str = ""
     observation: str | None = None
+    retrieval_context: list[str] | None = None
+    """The chunks retrieved for this turn, best first (None: the turn retrieved nothing)."""
+    retrieved_ids: list[ChunkId] | None = None
+    """The ids of this turn's retrieved chunks, best first."""
+    tools_called: Any = None
     agentic: dict[str, Any] | None = Field(default_factory=dict)
     ground_truth_agentic: dict[str, Any] | None = Field(default_factory=dict)
     logprobs: dict[str, Any] | None = Field(default_factory=dict)
@@ -231,13 +245,6 @@ class Dataset(CaseModel):
         return self
 
 
-def _id_text(value: Any) -> Any:
-    """A whole number given as an id is read as its text (``7`` -> ``"7"``)."""
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-#: A chunk's id: non-empty text (whole numbers are read as text).
-ChunkId = Annotated[str, BeforeValidator(_id_text), Field(min_length=1)]
 #: A graded relevance judgement: a number >= 0 (0: judged not relevant).
 Grade = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 #: Relevance judgements: a list of relevant ids (each grade 1), or an object id -> grade.

@@ -44,6 +44,7 @@ def sample(kind: type, text: str = "") -> Any:
             query="When is the library open?" + text,
             assistant="It opens at 9am on weekdays." + text,
             ground_truth_assistant="Weekdays from 9am." + text,
+            retrieval_context=["The library opens at 9am on weekdays." + text],
         )
         return Dataset(
             session_id="s1",
