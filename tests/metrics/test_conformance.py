@@ -202,12 +202,16 @@ def test_refitting_one_offline_model_changes_only_the_digests_of_its_metrics(mon
         for name in BUILT_IN
         if "weights/relevance.json" in type(registry.create(name)).offline_models
     }
-    assert changed == users == {
-        "contextual-relevancy",
-        "context-precision-ranked",
-        "turn-contextual-relevancy",
-        "turn-context-precision-ranked",
-    }
+    assert (
+        changed
+        == users
+        == {
+            "contextual-relevancy",
+            "context-precision-ranked",
+            "turn-contextual-relevancy",
+            "turn-context-precision-ranked",
+        }
+    )
 
 
 def test_a_mode_without_an_estimate_of_its_own_is_refused_naming_what_it_lacks():
