@@ -183,6 +183,8 @@ class TurnMetric(Metric[Dataset], Generic[D]):
     """
 
     case_type = Dataset
+    #: Scores each turn's own chunks: a run of a sessions file without ``-m`` leaves it out.
+    per_turn: ClassVar[bool] = True
     wraps: ClassVar[type[Metric[ModelTestCase]]]
     earlier_as_chunk: ClassVar[bool] = False
 
