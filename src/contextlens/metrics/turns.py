@@ -187,6 +187,7 @@ class TurnMetric(Metric[Dataset], Generic[D]):
     per_turn: ClassVar[bool] = True
     wraps: ClassVar[type[Metric[ModelTestCase]]]
     earlier_as_chunk: ClassVar[bool] = False
+    config: TurnSettings
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -237,11 +238,10 @@ class TurnMetric(Metric[Dataset], Generic[D]):
         batch = session.conversation[index]
         if batch.retrieval_context is None:
             return TurnVerdict(qa_id=batch.qa_id, score=None, not_applicable=NO_CHUNKS)
-        settings: Any = self.config
         case = turn_case(
             session,
             index,
-            settings.history_turns,
+            self.config.history_turns,
             earlier_as_chunk=self.earlier_as_chunk,
         )
         if not judged:  # offline reads the turn's own question
@@ -276,8 +276,7 @@ class TurnMetric(Metric[Dataset], Generic[D]):
         if len(scored):
             total = shares.sum()
             shares = shares / total if total > 0 else np.full(len(scored), 1 / len(scored))
-        settings: Any = self.config
-        estimate = settings.statistical_mode.estimate(values, shares, key=session.session_id)
+        estimate = self.config.statistical_mode.estimate(values, shares, key=session.session_id)
         details = self.details_type(
             n_turns=len(turns),
             n_failed=len(failed),
