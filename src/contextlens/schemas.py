@@ -186,6 +186,17 @@ def _id_text(value: Any) -> Any:
 ChunkId = Annotated[str, BeforeValidator(_id_text), Field(min_length=1)]
 
 
+def _ids_once(value: Any) -> Any:
+    """A ranking lists each chunk once: a repeated id is refused, naming its positions."""
+    if isinstance(value, list):
+        first: dict[str, int] = {}
+        for i, ident in enumerate(value):
+            if ident in first:
+                raise ValueError(f"id {ident!r} is listed twice (at {first[ident]} and {i})")
+            first[ident] = i
+    return value
+
+
 class Batch(CaseModel):
     """One interaction of a session: a user query and the assistant's reply."""
 
@@ -212,6 +223,11 @@ class Batch(CaseModel):
     @classmethod
     def _no_query(cls, value: Any) -> Any:
         return "" if value is None else value
+
+    @field_validator("retrieved_ids")
+    @classmethod
+    def _each_id_once(cls, value: Any) -> Any:
+        return _ids_once(value)
 
     @field_validator("weight", mode="before")
     @classmethod
@@ -347,14 +363,7 @@ class ModelTestCase(CaseModel):
     @field_validator("retrieved_ids", "relevant_ids")
     @classmethod
     def _each_id_once(cls, value: Any) -> Any:
-        """A ranking lists each chunk once: a repeated id is refused, naming its positions."""
-        if isinstance(value, list):
-            first: dict[str, int] = {}
-            for i, ident in enumerate(value):
-                if ident in first:
-                    raise ValueError(f"id {ident!r} is listed twice (at {first[ident]} and {i})")
-                first[ident] = i
-        return value
+        return _ids_once(value)
 
     @model_validator(mode="after")
     def _multimodal(self) -> ModelTestCase:

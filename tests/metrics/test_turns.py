@@ -203,3 +203,19 @@ def test_schema_lists_the_turn_fields_and_metrics(run_cli):
     assert "retrieval_context" in interactions and "tools_called" in interactions
     for name in ("turn-faithfulness", "turn-contextual-relevancy", "turn-context-recall"):
         assert name in text
+
+
+def test_flat_rows_carry_each_turns_chunks_and_a_repeated_id_is_refused(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text(
+        "session_id,assistant_id,context,qa_id,query,assistant,retrieval_context\n"
+        's,a,c,q1,When?,At 9am.,"[""Opens at 9am.""]"\n'
+        "s,a,c,q2,Thanks!,Welcome.,\n"
+    )
+    [session] = list(load_cases(path)[1])
+    first, second = session.conversation
+    assert (first.retrieval_context, second.retrieval_context) == (["Opens at 9am."], [])
+    [result] = evaluate([session], ["turn-contextual-relevancy"], progress=False).results
+    assert result.details.turns[1].not_applicable == NO_CHUNKS  # an empty cell: none retrieved
+    with pytest.raises(ValueError, match="listed twice"):
+        Batch(qa_id="q", assistant="a", retrieval_context=["x", "y"], retrieved_ids=["c1", "c1"])

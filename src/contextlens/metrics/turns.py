@@ -17,8 +17,9 @@ not a hallucination (its verdict names the earlier turn and points at no retriev
 Offline, the question is the turn's own (earlier turns would only dilute its embedding),
 and turn faithfulness reads the earlier replies as that extra evidence too.
 
-A turn without ``retrieval_context`` (or without a field the wrapped metric needs, such as
-the reference reply of context recall) is not applicable: counted in
+A turn without ``retrieval_context`` (None, or no chunk that is not blank: a flat row's empty
+cell; or without a field the wrapped metric needs, such as the reference reply of context
+recall) is not applicable: counted in
 ``details.n_not_applicable``, shown with its reason, and left out of the mean, never a 0.
 The session's score is the weighted mean of its scored turns (the turns' ``weight``), with
 an interval under :class:`~contextlens.stats.BayesianMode`; its reason names the worst turn.
@@ -236,7 +237,7 @@ class TurnMetric(Metric[Dataset], Generic[D]):
         judged: bool,
     ) -> TurnVerdict[Any]:
         batch = session.conversation[index]
-        if batch.retrieval_context is None:
+        if not any(c.strip() for c in batch.retrieval_context or []):  # nothing retrieved
             return TurnVerdict(qa_id=batch.qa_id, score=None, not_applicable=NO_CHUNKS)
         case = turn_case(
             session,
@@ -252,7 +253,7 @@ class TurnMetric(Metric[Dataset], Generic[D]):
             why = f"not applicable: the turn has no {field}"
             return TurnVerdict(qa_id=batch.qa_id, score=None, not_applicable=why)
         result = await inner.score(case, services)
-        return self._verdict(batch, result, len(batch.retrieval_context))
+        return self._verdict(batch, result, len(batch.retrieval_context or []))
 
     def _verdict(self, batch: Batch, result: MetricResult, n_chunks: int) -> TurnVerdict[Any]:
         details = result.details
