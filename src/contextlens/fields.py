@@ -333,6 +333,17 @@ INTERACTION_FIELDS = FieldTable(
         CaseField("ground_truth_assistant", "text", "optional; the reference reply"),
         CaseField("observation", "text", "optional; what the assistant's tools returned"),
         CaseField(
+            "retrieval_context",
+            "texts",
+            "optional; the chunks retrieved for this turn, best first (the turn metrics read "
+            "them; a turn without them is not applicable)",
+            aliases=("contexts", "retrieved_contexts"),
+        ),
+        CaseField(
+            "retrieved_ids", "ids", "optional; the ids of this turn's retrieved chunks, best first"
+        ),
+        CaseField("tools_called", "any", "optional; the tools this turn called (kept, not scored)"),
+        CaseField(
             "agentic", "object", "optional (null allowed); the agent's own trace (kept, not scored)"
         ),
         CaseField(

@@ -177,6 +177,26 @@ class CaseModel(BaseModel):
 MAX_WEIGHT = 1e12
 
 
+def _id_text(value: Any) -> Any:
+    """A whole number given as an id is read as its text (``7`` -> ``"7"``)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+#: A chunk's id: non-empty text (whole numbers are read as text).
+ChunkId = Annotated[str, BeforeValidator(_id_text), Field(min_length=1)]
+
+
+def _ids_once(value: Any) -> Any:
+    """A ranking lists each chunk once: a repeated id is refused, naming its positions."""
+    if isinstance(value, list):
+        first: dict[str, int] = {}
+        for i, ident in enumerate(value):
+            if ident in first:
+                raise ValueError(f"id {ident!r} is listed twice (at {first[ident]} and {i})")
+            first[ident] = i
+    return value
+
+
 class Batch(CaseModel):
     """One interaction of a session: a user query and the assistant's reply."""
 
@@ -187,6 +207,11 @@ class Batch(CaseModel):
     assistant: str
     ground_truth_assistant: str = ""
     observation: str | None = None
+    retrieval_context: list[str] | None = None
+    """The chunks retrieved for this turn, best first (None: the turn retrieved nothing)."""
+    retrieved_ids: list[ChunkId] | None = None
+    """The ids of this turn's retrieved chunks, best first."""
+    tools_called: Any = None
     agentic: dict[str, Any] | None = Field(default_factory=dict)
     ground_truth_agentic: dict[str, Any] | None = Field(default_factory=dict)
     logprobs: dict[str, Any] | None = Field(default_factory=dict)
@@ -198,6 +223,11 @@ class Batch(CaseModel):
     @classmethod
     def _no_query(cls, value: Any) -> Any:
         return "" if value is None else value
+
+    @field_validator("retrieved_ids")
+    @classmethod
+    def _each_id_once(cls, value: Any) -> Any:
+        return _ids_once(value)
 
     @field_validator("weight", mode="before")
     @classmethod
@@ -231,13 +261,6 @@ class Dataset(CaseModel):
         return self
 
 
-def _id_text(value: Any) -> Any:
-    """A whole number given as an id is read as its text (``7`` -> ``"7"``)."""
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-#: A chunk's id: non-empty text (whole numbers are read as text).
-ChunkId = Annotated[str, BeforeValidator(_id_text), Field(min_length=1)]
 #: A graded relevance judgement: a number >= 0 (0: judged not relevant).
 Grade = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 #: Relevance judgements: a list of relevant ids (each grade 1), or an object id -> grade.
@@ -340,14 +363,7 @@ class ModelTestCase(CaseModel):
     @field_validator("retrieved_ids", "relevant_ids")
     @classmethod
     def _each_id_once(cls, value: Any) -> Any:
-        """A ranking lists each chunk once: a repeated id is refused, naming its positions."""
-        if isinstance(value, list):
-            first: dict[str, int] = {}
-            for i, ident in enumerate(value):
-                if ident in first:
-                    raise ValueError(f"id {ident!r} is listed twice (at {first[ident]} and {i})")
-                first[ident] = i
-        return value
+        return _ids_once(value)
 
     @model_validator(mode="after")
     def _multimodal(self) -> ModelTestCase:

@@ -44,6 +44,7 @@ def sample(kind: type, text: str = "") -> Any:
             query="When is the library open?" + text,
             assistant="It opens at 9am on weekdays." + text,
             ground_truth_assistant="Weekdays from 9am." + text,
+            retrieval_context=["The library opens at 9am on weekdays." + text],
         )
         return Dataset(
             session_id="s1",
@@ -208,6 +209,8 @@ def test_refitting_one_offline_model_changes_only_the_digests_of_its_metrics(mon
             "contextual-relevancy",
             "context-precision-ranked",
             "sufficient-context",
+            "turn-contextual-relevancy",
+            "turn-context-precision-ranked",
         }
     )
 

@@ -69,6 +69,10 @@ def test_the_built_in_metrics_are_found_without_being_named_anywhere():
         "faithfulness",
         "retrieval",
         "sufficient-context",
+        "turn-context-precision-ranked",
+        "turn-context-recall",
+        "turn-contextual-relevancy",
+        "turn-faithfulness",
     ]
 
 

@@ -10,11 +10,13 @@ A thin shell over :class:`~contextlens.metrics.contextual_relevancy.ContextualRe
 run through :func:`~contextlens.runner.aevaluate`. ``measure`` sets the last result on the
 object, as DeepEval does; nothing else about the object changes. ``LLMTestCase`` is
 DeepEval's name of :class:`~contextlens.schemas.ModelTestCase`; :class:`DeepEvalBaseLLM` the
-base class of a custom judge model.
+base class of a custom judge model. A :class:`ConversationalTestCase` (a list of
+:class:`Turn`) is a conversation, read as a session by ``to_dataset()`` for the turn metrics.
 """
 
 from __future__ import annotations
 
+from contextlens.compat.deepeval_conversational import ConversationalTestCase, Turn
 from contextlens.compat.deepeval_evaluate import (
     AsyncConfig,
     CacheConfig,
@@ -42,6 +44,7 @@ __all__ = [
     "ContextualRelevancyTemplate",
     "ContextualRelevancyVerdict",
     "ContextualRelevancyVerdicts",
+    "ConversationalTestCase",
     "DeepEvalBaseLLM",
     "DisplayConfig",
     "ErrorConfig",
@@ -50,6 +53,7 @@ __all__ = [
     "MetricData",
     "ModelTestCase",
     "TestResult",
+    "Turn",
     "assert_test",
     "evaluate",
 ]

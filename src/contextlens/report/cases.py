@@ -382,6 +382,9 @@ def _fields(record: CaseRecord) -> dict[str, Any]:
                     "assistant": clip(b.assistant),
                     "ground_truth": clip(b.ground_truth_assistant) or None,
                     "observation": clip(b.observation),
+                    "chunks": None
+                    if b.retrieval_context is None
+                    else [clip(c) for c in b.retrieval_context],
                     "weight": b.weight,
                     "meta": {k: _meta_text(v) for k, v in b.meta.items()} if b.meta else None,
                 }

@@ -26,6 +26,7 @@ from contextlens.metrics.context_recall import ContextRecallDetails
 from contextlens.metrics.context_similarity import SimilarityDetails
 from contextlens.metrics.contextual_relevancy import RelevancyDetails
 from contextlens.metrics.retrieval import RetrievalDetails, grades_of
+from contextlens.metrics.turns import TurnDetails
 from contextlens.offline.text import sentences
 from contextlens.report.format import fmt_score
 from contextlens.schemas import Dataset, MetricDetails, ModelTestCase
@@ -135,12 +136,19 @@ class Texts:
     chunks: list[str] = field(default_factory=list)
     retrieved_ids: list[str] | None = None
     relevant_ids: dict[str, float] | None = None
+    turn_chunks: dict[str, list[str]] | None = None
 
 
-def _texts(case: Any) -> Texts:
+def _texts(case: Any, chunks: Sequence[str] | None = None) -> Texts:
+    if chunks is not None:
+        return Texts(list(chunks))
     if isinstance(case, ModelTestCase):
         relevant = grades_of(case.relevant_ids) if case.relevant_ids is not None else None
         return Texts(list(case.retrieval_context or []), case.retrieved_ids, relevant)
+    if isinstance(case, Dataset):
+        return Texts(
+            turn_chunks={b.qa_id: list(b.retrieval_context or []) for b in case.conversation}
+        )
     return Texts()
 
 
@@ -449,6 +457,48 @@ def _context(details: ContextDetails, texts: Texts, ev: Evidence) -> None:
         )
 
 
+#: Where a wrapped metric's marks go on a turn: its answer is the turn's reply.
+_TURN_MARKS = {"output": "assistant", "expected": "ground_truth"}
+
+
+def _turns(details: TurnDetails[Any], texts: Texts, ev: Evidence) -> None:
+    """Each turn's verdict, with the wrapped metric's evidence on the turn's chunks (notes
+    by chunk), marks on its reply and tables titled by the turn."""
+    for turn in details.turns:
+        chunks = (texts.turn_chunks or {}).get(turn.qa_id, [])
+        note: dict[str, Any] = {
+            "score": turn.score,
+            "reason": clip(turn.reason, 4000),
+            "error": turn.error,
+            "not_applicable": turn.not_applicable,
+            "raw_reply": clip(_raw_of(turn.details), 4000),
+            "weight": turn.weight,
+        }
+        if turn.details is not None:
+            inner = evidence_of(turn.details, None, chunks)
+            if inner.chunks:
+                note["chunks"] = {str(k): v for k, v in sorted(inner.chunks.items())}
+            for mark in inner.marks:
+                on = _TURN_MARKS.get(mark["on"]) if isinstance(mark["on"], str) else None
+                if on is not None:
+                    ev.marks.append({**mark, "on": f"turn:{turn.qa_id}:{on}"})
+            for table in inner.tables:
+                table.title = f"{turn.qa_id}: {table.title}"
+                ev.tables.append(table)
+        ev.turns[turn.qa_id] = {k: v for k, v in note.items() if v is not None}
+    ev.facts.append(("turns", f"{details.n_turns} ({details.n_failed} failed)"))
+    if details.n_not_applicable:
+        ev.facts.append(("turns not applicable", str(details.n_not_applicable)))
+    if details.ci_low is not None and details.ci_high is not None:
+        ev.facts.append(
+            ("session interval", f"{fmt_score(details.ci_low)} to {fmt_score(details.ci_high)}")
+        )
+
+
+def _raw_of(details: MetricDetails | None) -> str | None:
+    return details.raw_reply if details is not None else None
+
+
 def _precision(details: PrecisionDetails, texts: Texts, ev: Evidence) -> None:
     for name, value in (details.components or {}).items():
         ev.facts.append((name.replace("_", " "), fmt_score(value)))
@@ -464,6 +514,7 @@ READERS: dict[type[MetricDetails], Reader] = {
     ClaimsDetails: _claims,
     RankedPrecisionDetails: _ranked,
     RetrievalDetails: _retrieval,
+    TurnDetails: _turns,
 }
 """The reader of each details type the report knows (a subclass is read as its base)."""
 
@@ -505,11 +556,14 @@ def _own_fields(details: MetricDetails, ev: Evidence) -> None:
     ev.facts += facts
 
 
-def evidence_of(details: Any, case: ModelTestCase | Dataset | None = None) -> Evidence:
+def evidence_of(
+    details: Any, case: ModelTestCase | Dataset | None = None, chunks: Sequence[str] | None = None
+) -> Evidence:
     """The evidence of one item's ``details`` on its ``case`` (None: the run did not record
-    it; the evidence then stands without the case's texts)."""
+    it; the evidence then stands without the case's texts), or on the retrieved ``chunks``
+    of one turn."""
     ev = Evidence()
-    texts = _texts(case)
+    texts = _texts(case, chunks)
     reader = _reader(type(details))
     if reader is not None:
         reader(details, texts, ev)

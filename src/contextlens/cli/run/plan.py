@@ -175,11 +175,18 @@ def _default_metric(kind: str) -> str:
     from contextlens.schemas import Dataset, ModelTestCase
 
     holds = Dataset if kind == "sessions" else ModelTestCase
-    fitting = [i.name for i in registry.registered().values() if issubclass(holds, i.case_type)]
+    found = [i for i in registry.registered().values() if issubclass(holds, i.case_type)]
+    fitting = [i.name for i in found]
+    # the turn metrics score the chunks of each turn: they are named with -m
+    per_turn = [i.name for i in found if getattr(i.factory, "per_turn", False)]
+    whole = [n for n in fitting if n not in per_turn]
     what = kind.replace("_", " ")
-    if len(fitting) == 1:
-        err.print(line(f"no -m given: the file holds {what}, which only {fitting[0]!r} scores"))
-        return fitting[0]
+    if len(whole) == 1:
+        turns = f" (the turn metrics {', '.join(per_turn)} are named with -m)" if per_turn else ""
+        err.print(
+            line(f"no -m given: the file holds {what}, which only {whole[0]!r} scores{turns}")
+        )
+        return whole[0]
     raise UsageProblem(
         f"name the metric(s) with -m: the file holds {what}, which "
         f"{', '.join(fitting) or 'no registered metric'} score (`contextlens schema`)"

@@ -158,6 +158,24 @@ CL.detail = (function () {
     })));
   }
 
+  /* A turn's own retrieved chunks, each with the turn metrics' notes on it. */
+  function turnChunks(turn, results) {
+    var list = turn.chunks || [];
+    if (!list.length) return null;
+    var own = results.map(function (r) {
+      return { metric: r.metric, chunks: ((r.turns || {})[turn.qa_id] || {}).chunks };
+    });
+    return el("div", { className: "field chunks" }, [
+      el("h4", { text: "Retrieved chunks (" + list.length + "), best first" })
+    ].concat(list.map(function (text, i) {
+      return el("div", { className: "chunk", "data-role": "turn-chunk", "data-chunk": String(i) }, [
+        el("div", { className: "chunk-head" }, [el("b", { text: "#" + (i + 1) })]),
+        el("div", { className: "text", text: text }),
+        chunkNotes(own, i)
+      ]);
+    })));
+  }
+
   function turns(detail, results, texts) {
     return el("div", { className: "field" }, [el("h3", { text: "Turns (" + detail.turns.length + ")" })]
       .concat(detail.turns.map(function (turn) {
@@ -190,7 +208,8 @@ CL.detail = (function () {
           block("query", turn.query),
           block("reply", turn.assistant, null, marksOn(results, key + "assistant", texts)),
           block("reference reply", turn.ground_truth, null, marksOn(results, key + "ground_truth", texts)),
-          block("observation", turn.observation, null, marksOn(results, key + "observation", texts))
+          block("observation", turn.observation, null, marksOn(results, key + "observation", texts)),
+          turnChunks(turn, results)
         ].concat(verdicts));
       })));
   }
