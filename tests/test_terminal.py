@@ -424,3 +424,8 @@ def test_a_judge_every_metric_shares_is_said_once():
     shown = _printed(summary_table(run), 120)
     assert _header(shown) == ["metric", "mean", "n", "failed", "calls", "tokens", "cost", "time"]
     assert shown.count(judge) == 1 and f"judge {judge}" in shown and "cache hits 2" in shown
+
+
+def test_the_two_noncharacters_are_written_out():
+
+    assert safe("id5\ufffe\uffff") == "id5\\ufffe\\uffff"

@@ -40,9 +40,10 @@ LONG_TEXT = 40
 FOLD_WIDTH = 24
 # C0 controls (newline and carriage return included, tab not), DEL, C1 controls; and the
 # format characters that reorder or hide text: bidi embeddings, overrides and isolates, the
-# zero-width characters, line and paragraph separators, the byte-order mark.
+# zero-width characters, line and paragraph separators, the byte-order mark; the
+# noncharacters U+FFFE and U+FFFF, which no text holds.
 _CONTROL = re.compile(
-    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufffe\uffff]"
 )
 
 

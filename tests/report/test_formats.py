@@ -274,3 +274,9 @@ def test_csv_has_the_items_with_case_fields_and_meta(tmp_path):
         "no chunks",
         "",
     )
+
+
+def test_a_markdown_cell_escapes_an_ampersand_and_shows_noncharacters():
+    from contextlens.report.markdown import cell
+
+    assert cell("a &amp; b\ufffe") == "a \\&amp; b\\\\ufffe"

@@ -32,7 +32,7 @@ SHOWN = 10
 def cell(value: Any) -> str:
     """``value`` as one Markdown table cell: one line, pipes and markup escaped."""
     text = safe(" ".join(str(value).split()))
-    for char in ("\\", "|", "*", "_", "`", "<", ">", "[", "]"):
+    for char in ("\\", "|", "*", "_", "`", "<", ">", "[", "]", "&"):
         text = text.replace(char, "\\" + char)
     return text or " "
 
