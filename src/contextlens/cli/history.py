@@ -113,7 +113,7 @@ def runs_table(infos: list[Any]) -> tuple[FitTable, list[Text]]:
                 tags_cell(info.tags),
                 info.judge,
                 near(info.dataset) if info.dataset else "-",
-                info.n_cases,
+                info.n_cases if info.n_cases or not bad else "-",  # counted when it completes
                 lines(f"{k} {fmt(v)}" for k, v in info.means.items()),
                 folder_cell(info.out_dir, info.run_id),
             ]
