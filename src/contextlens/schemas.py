@@ -18,6 +18,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     Tag,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -31,6 +32,7 @@ from contextlens.fields import (
     FieldTable,
 )
 from contextlens.nesting import MAX_DEPTH, deep_message
+from contextlens.tools import ToolCall, tool_calls
 
 __all__ = [
     "Batch",
@@ -334,7 +336,9 @@ class ModelTestCase(CaseModel):
     """The ids of the relevant chunks (each grade 1), or each judged id with its grade."""
     name: str | None = None
     multimodal: bool = False
-    tools_called: Any = None
+    tools_called: list[ToolCall] | None = None
+    """The tools the assistant called (DeepEval, OpenAI or MCP shapes): their outputs are
+    evidence beside the retrieved chunks for the claim metrics."""
     expected_tools: Any = None
     comments: str | None = None
     tags: list[str] | None = None
@@ -342,7 +346,7 @@ class ModelTestCase(CaseModel):
     completion_time: float | None = None
     flaky: bool = False
     mcp_servers: Any = None
-    mcp_tools_called: Any = None
+    mcp_tools_called: list[ToolCall] | None = None
     mcp_resources_called: Any = None
     mcp_prompts_called: Any = None
     custom_column_key_values: dict[str, Any] | None = None
@@ -354,6 +358,11 @@ class ModelTestCase(CaseModel):
     synthesizer_name: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     """The user's own data about the case; no metric reads it."""
+
+    @field_validator("tools_called", "mcp_tools_called", mode="before")
+    @classmethod
+    def _tool_calls(cls, value: Any, info: ValidationInfo) -> Any:
+        return tool_calls(value, info.field_name or "tools_called")
 
     @field_validator("input", mode="before")
     @classmethod

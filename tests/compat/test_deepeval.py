@@ -316,14 +316,22 @@ def test_example_runs_offline():
 
 def test_llm_test_case_takes_deepevals_fields_and_keeps_them_unread():
     assert contextlens.LLMTestCase is ModelTestCase
-    tool = object()  # a ToolCall of DeepEval's: kept as it is
+    tool = object()  # an expected tool: kept as it is
+
+    class DeepEvalToolCall:  # DeepEval's ToolCall fields, read into a ToolCall
+        def __init__(self) -> None:
+            self.name = "refunds"
+            self.description = "the refund policy"
+            self.input_parameters = {"item": "shoes"}
+            self.output = "30-day full refund"
+
     test_case = contextlens.LLMTestCase(
         input="What if these shoes don't fit?",
         expected_output="We offer a 30-day full refund at no extra cost.",
         actual_output="We offer a 30-day full refund at no extra cost.",
         retrieval_context=[REFUND],
         context=[REFUND],
-        tools_called=[tool],
+        tools_called=[DeepEvalToolCall()],
         expected_tools=[tool],
         metadata={"source": "faq"},
         tags=["refunds"],
@@ -334,7 +342,13 @@ def test_llm_test_case_takes_deepevals_fields_and_keeps_them_unread():
         name="refund",
     )
     assert test_case.multimodal is False
-    assert test_case.tools_called == [tool] and test_case.meta == {"source": "faq"}
+    [called] = test_case.tools_called
+    assert (called.name, called.input, called.output) == (
+        "refunds",
+        {"item": "shoes"},
+        "30-day full refund",
+    )
+    assert test_case.expected_tools == [tool] and test_case.meta == {"source": "faq"}
     model = FakeListChatModel(responses=[verdict_reply("yes")])
     assert ContextualRelevancyMetric(model=model, async_mode=False).measure(test_case) == 1.0
     with pytest.raises(ValueError, match="did you mean 'tools_called'"):

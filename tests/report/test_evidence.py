@@ -199,3 +199,17 @@ def test_no_evidence_of_any_metric_is_json() -> None:
         assert shown, result["metric"]
         assert all(isinstance(v, str) and '{"' not in v and "[" not in v for v in shown), shown
     assert json.dumps(results)  # and it all goes into the page's JSON blocks
+
+
+def test_a_claim_resting_on_a_tool_output_shows_the_tool_as_its_evidence() -> None:
+    tool = "tools_called[0] (weather)"
+    details = FaithfulnessDetails(
+        claims=[ClaimVerdict(claim="It rains.", verdict="yes", chunk=None, reason="", tool=tool)],
+        supported=1,
+        total=1,
+    )
+    ev = evidence_of(details, CASE).to_json()
+    [table] = ev["tables"]
+    assert _cells(table)[0][4] == f"tool output {tool}"
+    assert ["claims closest to a tool output", f"claim 1: {tool}"] in ev["facts"]
+    assert "chunks" not in ev  # no chunk note for a claim resting on a tool

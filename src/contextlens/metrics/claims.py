@@ -83,6 +83,9 @@ class ClaimVerdict(BaseModel):
     chunk: int | None
     reason: str
     support: float | None = None
+    tool: str | None = None
+    """When the evidence closest to the claim is a tool's output rather than a chunk: which
+    one (``tools_called[0] (weather)``); ``chunk`` is then None."""
 
 
 class ClaimsDetails(ReaderDetails):
@@ -151,6 +154,25 @@ def case_chunks(case: ModelTestCase, metric: str) -> list[tuple[int, str]]:
     return [(i, t) for i, t in enumerate(case.retrieval_context) if t and t.strip()]
 
 
+def case_tools(case: ModelTestCase) -> list[tuple[str, str]]:
+    """The outputs of the case's tool calls (``tools_called``, then ``mcp_tools_called``),
+    each with its label (``tools_called[0] (weather)``): evidence beside the chunks."""
+    found = []
+    for field in ("tools_called", "mcp_tools_called"):
+        for k, call in enumerate(getattr(case, field) or []):
+            if call.output and call.output.strip():
+                found.append((f"{field}[{k}] ({call.name})", call.output))
+    return found
+
+
+def tool_blocks(tools: Sequence[tuple[str, str]], first: int, block: DataBlocks) -> str:
+    """The tool outputs in tool data blocks, numbered on from the chunks (``first``)."""
+    return "\n\n".join(
+        f"Chunk {first + k} (the output of the tool call {label}):\n{block('tool', text)}"
+        for k, (label, text) in enumerate(tools)
+    )
+
+
 class ClaimConfig(ChunkedConfig):
     """A claim metric's settings: the pass mark (default 0.5), the size limits, the
     near-duplicate options, the offline support model, its own judge and embedder.
@@ -187,18 +209,30 @@ class ClaimMetric(Metric[ModelTestCase]):
         if "prompt" in cls.__dict__:
             cls.prompts = (f"{cls.prompt}_system.md", f"{cls.prompt}_user.md")
 
-    def messages(self, question: str, text: str, units: Sequence[Unit]) -> list[Message]:
-        """The judge prompt: instructions, then the question, the text and the chunks."""
-        schema = claims_schema(len(units), _max_claims(text))
+    def messages(
+        self,
+        question: str,
+        text: str,
+        units: Sequence[Unit],
+        tools: Sequence[tuple[str, str]] = (),
+    ) -> list[Message]:
+        """The judge prompt: instructions, then the question, the text, the chunks and the
+        tool outputs (numbered on from the chunks, in tool blocks)."""
+        schema = claims_schema(len(units) + len(tools), _max_claims(text))
         texts = [u.text for u in units]
-        block = DataBlocks(question, text, *texts)
+        block = DataBlocks(question, text, *texts, *(t for _, t in tools))
+        chunks = chunk_blocks(texts, block) if units or not tools else ""
+        if tools:
+            chunks = "\n\n".join(
+                p for p in (chunks, tool_blocks(tools, len(units) + 1, block)) if p
+            )
         return build_messages(
             f"{self.prompt}_system.md",
             f"{self.prompt}_user.md",
             schema,
             input=block("input", question),
             text=block(self.text_tag, text),
-            chunks=chunk_blocks(texts, block),
+            chunks=chunks,
         )
 
     async def judged(self, case: ModelTestCase, judge: Judge, services: Services) -> Score:
@@ -207,13 +241,15 @@ class ClaimMetric(Metric[ModelTestCase]):
         if self.config.chunk_options.threshold is not None:
             self._check_sizes([(f"retrieval_context[{i}]", t) for i, t in chunks])
         units, groups = await chunk_units(chunks, self.config.chunk_options, services.embedder)
-        if not units:
+        tools = case_tools(case)
+        if not units and not tools:
             return self._no_chunks(self.details_type(method=method, duplicates=groups))
-        messages = self.messages(question, text, units)
+        messages = self.messages(question, text, units, tools)
         too_big = prompt_over_budget(messages, self.config.max_prompt_tokens)
         if too_big is not None:
             raise OverBudget(too_big)
-        judgement = await judge.judge(messages, claims_schema(len(units), _max_claims(text)))
+        schema = claims_schema(len(units) + len(tools), _max_claims(text))
+        judgement = await judge.judge(messages, schema)
         out: Any = judgement.output
         details = self.details_type(
             method=method,
@@ -228,8 +264,9 @@ class ClaimMetric(Metric[ModelTestCase]):
             ClaimVerdict(
                 claim=c.claim,
                 verdict=c.verdict,
-                chunk=units[c.chunk - 1].first if c.chunk else None,
+                chunk=units[c.chunk - 1].first if 0 < c.chunk <= len(units) else None,
                 reason=c.reason,
+                tool=tools[c.chunk - len(units) - 1][0] if c.chunk > len(units) else None,
             )
             for c in out.claims
         ]
@@ -240,7 +277,9 @@ class ClaimMetric(Metric[ModelTestCase]):
         named = [(f"retrieval_context[{i}]", t) for i, t in chunks]
         self._check_sizes([(f"the {self.text_field}", text), *named])
         units, groups = await chunk_units(chunks, self.config.chunk_options, services.embedder)
-        if not units:
+        tools = case_tools(case)
+        self._check_sizes(list(tools))
+        if not units and not tools:
             return self._no_chunks(self.details_type(method="offline", duplicates=groups))
         unread = unread_texts([(self.text_name, text), ("the input", question), *named])
         cannot = self._unreadable(unread, named)
@@ -258,14 +297,16 @@ class ClaimMetric(Metric[ModelTestCase]):
                 unread.needs_judge(), f"Not scored offline: {route.note}.", reader
             )
         scorer = support_scorer(route, services.embedder)
-        [found] = await scorer([SupportItem(text, [u.text for u in units], question=question)])
+        evidence = [*units, *(Unit((-1 - k,), t) for k, (_, t) in enumerate(tools))]
+        [found] = await scorer([SupportItem(text, [u.text for u in evidence], question=question)])
         claims = found.claims
-        closest = await _closest_units([c.sentence for c in claims], units, services.embedder)
+        closest = await _closest_units([c.sentence for c in claims], evidence, services.embedder)
         verdicts = [
             ClaimVerdict(
                 claim=c.sentence,
                 verdict="yes" if c.support >= 0.5 else "no",
-                chunk=None if unit is None else unit.first,
+                chunk=None if unit is None or unit.first < 0 else unit.first,
+                tool=tools[-1 - unit.first][0] if unit is not None and unit.first < 0 else None,
                 reason=_offline_reason(c.similarity, c.new_numbers, c.new_names),
                 support=round(c.support, 4),
             )
@@ -355,6 +396,8 @@ def _unsupported(verdicts: Sequence[ClaimVerdict], shown: int = 3) -> str:
         where = (
             f"closest chunk: retrieval_context[{v.chunk}]"
             if v.chunk is not None
+            else f"closest tool output: {v.tool}"
+            if v.tool is not None
             else "no chunk is about it"
         )
         parts.append(f"{v.claim[:160]!r} ({v.reason.strip().rstrip('.')}; {where})")

@@ -239,7 +239,7 @@ def _claims(details: ClaimsDetails, texts: Texts, ev: Evidence) -> None:
         if isinstance(details, ContextRecallDetails)
         else ("output", "the answer")
     )
-    columns = ["#", "claim", "verdict", "support", "closest chunk", "closest sentence", "reason"]
+    columns = ["#", "claim", "verdict", "support", "closest evidence", "closest sentence", "reason"]
     table = Table(f"Claims of {whose}", columns)
     for n, claim in enumerate(details.claims, 1):
         supported = claim.verdict == "yes"
@@ -276,7 +276,7 @@ def _claims(details: ClaimsDetails, texts: Texts, ev: Evidence) -> None:
                 clip(claim.claim, 2000),
                 _verdict(claim.verdict, "supported", "not supported"),
                 fmt_score(claim.support),
-                _chunk_cell(chunk),
+                f"tool output {claim.tool}" if claim.tool else _chunk_cell(chunk),
                 clip(sentence, 2000) or "—",
                 clip(claim.reason, 2000),
             ],
@@ -285,6 +285,9 @@ def _claims(details: ClaimsDetails, texts: Texts, ev: Evidence) -> None:
     if table.rows:
         ev.tables.append(table)
     ev.facts.append(("supported claims", f"{details.supported} of {details.total}"))
+    on_tools = [f"claim {n}: {c.tool}" for n, c in enumerate(details.claims, 1) if c.tool]
+    if on_tools:
+        ev.facts.append(("claims closest to a tool output", "; ".join(on_tools)))
     if details.abstention:
         ev.facts.append(("abstains", details.abstention.replace("_", " ")))
     if details.method:
