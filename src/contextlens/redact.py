@@ -3,12 +3,22 @@ a log, a report, the run store or a message.
 
 :func:`redact` masks, in any text:
 
-- the user-info of a URL (``http://user:sk-...@host`` -> ``http://***@host``);
-- the values of ``api_key``, ``apikey``, ``key``, ``token``, ``access_token``, ``secret``,
-  ``password`` and ``sig`` parameters in a URL's query (``?api_key=...``);
-- ``Authorization`` / ``Proxy-Authorization`` headers (``Bearer ...``, ``Basic ...``) and
-  ``api-key`` / ``x-api-key`` headers, however they are quoted (a 400 body echoing the
-  request's headers);
+- the user-info of a URL up to the last ``@`` before the host (``http://user:p@ss@host`` ->
+  ``http://***@host``), also protocol-relative (``//user:pw@host``);
+- the value of any parameter (``?name=``, ``&name=``, ``name=`` in text) whose name is or
+  ends in ``secret``, ``token``, ``signature``, ``key``, ``password``, ``passwd``, ``pwd``,
+  ``credential(s)`` or ``auth``, in any case, after ``-``, ``_``, ``.``, ``%5F``, ``%2D`` or a
+  capital (``client_secret``, ``X-Amz-Signature``, ``api%5Fkey``, ``clientSecret``) or glued to
+  a usual word (``apikey``, ``accesstoken``); ``sig`` in a query; a bare ``key=`` only in a
+  query (``a key=value pair`` is prose, ``monkey=3`` no key);
+- ``Authorization`` / ``Proxy-Authorization`` headers (``Bearer ...``, ``Basic ...``),
+  ``api-key`` / ``x-api-key`` headers and any header (or JSON / YAML key) named ``*-token``,
+  ``*-key``, ``*-secret``, ``*-signature``, ``*-auth``, ``*-credentials``, ``*-password`` or
+  the same with ``_`` (``PRIVATE-TOKEN``, ``X-Auth-Token``, ``Ocp-Apim-Subscription-Key``,
+  ``"refresh_token": "..."``), however they are quoted (a 400 body echoing the request's
+  headers);
+- each cookie's value in a ``Cookie`` / ``Set-Cookie`` header (``session=***; theme=***``);
+- a ``bearer`` token anywhere;
 - the values of the environment variables that hold keys: the known providers' (see
   :data:`KEY_VARIABLES`), any variable whose name ends in ``_API_KEY``, ``_TOKEN``, ``_SECRET``
   or ``_PASSWORD``, and those the user names in ``CONTEXTLENS_SECRET_VARS`` (comma-separated);
@@ -127,7 +137,7 @@ _CRUMB = r"[^;\s'\"`\\<>,]"
 _COOKIE_VALUE = (
     "(?P<v>"
     + _once("n", r"[^=;\s'\"`\\<>,:/@()\[\]?{}]+")
-    + f"={_CRUMB}*(?:;"
+    + f"={_CRUMB}+(?:;"
     + _once("c", r"[ \t]*")
     + f"{_CRUMB}+)*)"
 )
@@ -180,7 +190,8 @@ def _parameter_pattern() -> re.Pattern[str]:
         before += [f"(?<={glued}{tail})" for glued in _GLUED.get(word, ())]
         if word != "key":
             before.append(f"(?<![a-z0-9_.%?&;-]{tail})")
-        ways.append(f"(?<={tail})(?:{'|'.join(before)})")
+        # a bare name after ?, & or ; is the query pattern's: refused at once
+        ways.append(f"(?<={tail})(?<![?&;]{tail})(?:{'|'.join(before)})")
     last = "".join(sorted({word[-1] for word in _SECRET_WORDS}))
     return re.compile(
         rf"=(?<=[{last}]=)(?:{'|'.join(ways)})(?P<v>[^{_END}]+)", re.IGNORECASE | re.ASCII
