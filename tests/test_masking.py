@@ -290,3 +290,112 @@ def test_csv_and_junit_are_masked_cell_by_cell(tmp_path, monkeypatch):
     masked = CURL.replace(KEY, MASK)
     assert rows[0]["meta.curl"] == masked and json.loads(rows[0]["retrieval_context"]) == [masked]
     ET.parse(junit_path)
+
+
+# --- the leaks of the attack campaign -------------------------------------------------------
+
+#: Each text, as a judge's error, a chunk or a note could hold it, and as it is written. Each
+#: leaked (some or all of its secret written) before the mask knew its shape.
+LEAKS = [
+    # query and form parameters: any name ending in a secret word, the name kept
+    ("https://h/cb?client_secret=CLIENTSECRET111&x=1", "https://h/cb?client_secret=***&x=1"),
+    ("https://h/cb?a=1&refresh_token=REFRESHTOK222", "https://h/cb?a=1&refresh_token=***"),
+    (
+        "https://b.s3.amazonaws.com/o?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=f00dbabe&n=1",
+        "https://b.s3.amazonaws.com/o?X-Amz-Credential=***&X-Amz-Signature=***&n=1",
+    ),
+    ("https://h/p?api%5Fkey=PCTKEY333&x=1", "https://h/p?api%5Fkey=***&x=1"),
+    ("https://h/p?API%5fKEY=PCTKEY333", "https://h/p?API%5fKEY=***"),
+    ("token=PLAINTOK444 and password=PLAINPW555", "token=*** and password=***"),
+    ("grant=refresh&client-secret=CS6 pwd=PW7", "grant=refresh&client-secret=*** pwd=***"),
+    ("db.passwd=PW8, auth=AU9", "db.passwd=***, auth=***"),
+    ("aws_credentials=CRED10 --api-token=T11", "aws_credentials=*** --api-token=***"),
+    ("clientSecret=CAMEL12 accessToken=C13", "clientSecret=*** accessToken=***"),
+    ("apikey=GLUED14", "apikey=***"),
+    # URL user-info: up to the last @ before the host, also without a scheme
+    ("https://bob:p@ssAtSIGNPW@host/x", "https://***@host/x"),
+    ("https://bob:a@b@c@host", "https://***@host"),
+    ("see //user:PROTOREL15@cdn.example/x", "see //***@cdn.example/x"),
+    ('src="//u:p@SS16@cdn.example/a.js"', 'src="//***@cdn.example/a.js"'),
+    # headers: *-token, *-key, *-secret, *-signature, *-auth, *-credentials; cookies
+    ("PRIVATE-TOKEN: glpat-PRIVTOK17", "PRIVATE-TOKEN: ***"),
+    ("X-Auth-Token: XAUTH18", "X-Auth-Token: ***"),
+    ("Ocp-Apim-Subscription-Key: OCP19", "Ocp-Apim-Subscription-Key: ***"),
+    ('-H "X-Client-Secret: CS20"', '-H "X-Client-Secret: ***"'),
+    ("X-Amz-Signature: S1\nX-Goog-Auth: Basic GA", "X-Amz-Signature: ***\nX-Goog-Auth: Basic ***"),
+    ('{"X-Api-Credentials": "CR23"}', '{"X-Api-Credentials": "***"}'),
+    ('{"refresh_token": "RT24", "max_tokens": 40}', '{"refresh_token": "***", "max_tokens": 40}'),
+    ("Cookie: session=SESS25; theme=DARK26", "Cookie: session=***; theme=***"),
+    ("{'Cookie': 'sid=SID27;csrf=C28'}", "{'Cookie': 'sid=***;csrf=***'}"),
+    ("Set-Cookie: id=ID29; Path=/", "Set-Cookie: id=***; Path=***"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "masked"), LEAKS)
+def test_each_leak_of_the_attack_campaign_is_masked(text, masked):
+    assert redact(text) == masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The key point: a token budget of 4096 tokens, max_tokens=4096.",
+        "monkey=3, MONKEY=4, whiskey=5 and hockey=1; donkey: 2",
+        "a key=value pair, a bearer of news, a cookie: chocolate chip",
+        "the password field and the secret sauce; auth is required",
+        "mail bob@example.com, see http://example.com/a@b and // note @here",
+        "if a == b: x=1; url http://host:8080/path?q=1&page=2#top",
+        "the signature of the key-holder, token-level F1 and the api key",
+    ],
+)
+def test_ordinary_sentences_are_left_as_they_are(text):
+    assert redact(text) == text
+
+
+def test_json_holding_the_leaks_stays_valid_json_when_masked_as_text():
+    for text, _ in LEAKS:
+        for dumped in (json.dumps({"k": text, "l": [text, 1]}), json.dumps(text, indent=1)):
+            masked = json.loads(redact(dumped))
+            assert masked in ({"k": redact(text), "l": [redact(text), 1]}, redact(text))
+
+
+#: The secrets of :data:`LEAKS`, none of which may reach a file.
+LEAKED = [
+    "CLIENTSECRET111", "REFRESHTOK222", "f00dbabe", "PCTKEY333", "PLAINTOK444", "PLAINPW555",
+    "ssAtSIGNPW", "PROTOREL15", "PRIVTOK17", "XAUTH18", "OCP19", "CS20", "SESS25", "DARK26",
+]  # fmt: skip
+
+
+def test_no_leak_reaches_the_files_of_a_run_the_report_csv_or_the_run_store(
+    run_cli, tmp_path, monkeypatch
+):
+    store = tmp_path / "store" / "runs.sqlite3"
+    monkeypatch.setenv("CONTEXTLENS_STORE", str(store))
+    texts = [text for text, _ in LEAKS]
+    case = {
+        "id": "leaks-1",
+        "input": "Which of these hold secrets? " + texts[0],
+        "actual_output": " ".join(texts[:6]),
+        "expected_output": texts[6],
+        "retrieval_context": texts,
+        "meta": {"note": texts[10], "headers": texts[14:], "Cookie: s=SESS25": 1},
+    }
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps(case) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    code, text = run_cli("run", cases, "-m", "context-precision", "--out", out, "-q")
+    assert code == 0, text
+    folder = out / "latest"
+    for name in ("results.jsonl", "cases.jsonl"):
+        lines = (folder / name).read_text(encoding="utf-8").splitlines()
+        assert lines and all(json.loads(line) for line in lines)
+    run = EvalRun.from_folder(folder)
+    [record] = run.cases().values()
+    assert record.case.retrieval_context == [masked for _, masked in LEAKS]
+    write_csv(run, tmp_path / "items.csv")
+    assert store.exists()
+    files = [p for root in (out, tmp_path / "store") for p in root.rglob("*") if p.is_file()]
+    written = b"".join(p.read_bytes() for p in [*files, tmp_path / "items.csv"])
+    assert b"report.html" in b"".join(str(p).encode() for p in files)
+    for secret in LEAKED:
+        assert secret.encode() not in written and secret not in text, secret

@@ -3,12 +3,22 @@ a log, a report, the run store or a message.
 
 :func:`redact` masks, in any text:
 
-- the user-info of a URL (``http://user:sk-...@host`` -> ``http://***@host``);
-- the values of ``api_key``, ``apikey``, ``key``, ``token``, ``access_token``, ``secret``,
-  ``password`` and ``sig`` parameters in a URL's query (``?api_key=...``);
-- ``Authorization`` / ``Proxy-Authorization`` headers (``Bearer ...``, ``Basic ...``) and
-  ``api-key`` / ``x-api-key`` headers, however they are quoted (a 400 body echoing the
-  request's headers);
+- the user-info of a URL up to the last ``@`` before the host (``http://user:p@ss@host`` ->
+  ``http://***@host``), also protocol-relative (``//user:pw@host``);
+- the value of any parameter (``?name=``, ``&name=``, ``name=`` in text) whose name is or
+  ends in ``secret``, ``token``, ``signature``, ``key``, ``password``, ``passwd``, ``pwd``,
+  ``credential(s)`` or ``auth``, in any case, after ``-``, ``_``, ``.``, ``%5F``, ``%2D`` or a
+  capital (``client_secret``, ``X-Amz-Signature``, ``api%5Fkey``, ``clientSecret``) or glued to
+  a usual word (``apikey``, ``accesstoken``); ``sig`` in a query; a bare ``key=`` only in a
+  query (``a key=value pair`` is prose, ``monkey=3`` no key);
+- ``Authorization`` / ``Proxy-Authorization`` headers (``Bearer ...``, ``Basic ...``),
+  ``api-key`` / ``x-api-key`` headers and any header (or JSON / YAML key) named ``*-token``,
+  ``*-key``, ``*-secret``, ``*-signature``, ``*-auth``, ``*-credentials``, ``*-password`` or
+  the same with ``_`` (``PRIVATE-TOKEN``, ``X-Auth-Token``, ``Ocp-Apim-Subscription-Key``,
+  ``"refresh_token": "..."``), however they are quoted (a 400 body echoing the request's
+  headers);
+- each cookie's value in a ``Cookie`` / ``Set-Cookie`` header (``session=***; theme=***``);
+- a ``bearer`` token anywhere;
 - the values of the environment variables that hold keys: the known providers' (see
   :data:`KEY_VARIABLES`), any variable whose name ends in ``_API_KEY``, ``_TOKEN``, ``_SECRET``
   or ``_PASSWORD``, and those the user names in ``CONTEXTLENS_SECRET_VARS`` (comma-separated);
@@ -105,26 +115,116 @@ def _named(name: str) -> str:
     return f"{name}(?:{quoted}|{bare})"
 
 
+#: The last word of a parameter's or a header's name that makes its value a secret.
+_SECRET_WORDS = (
+    "secret", "token", "signature", "key", "password", "passwd", "pwd", "credentials",
+    "credential", "auth",
+)  # fmt: skip
+#: Names a secret word ends without a separator (``apikey``, ``accesstoken``).
+_GLUED = {
+    "key": ("api", "secret", "access", "private", "subscription", "signing"),
+    "token": ("access", "refresh", "auth", "id", "session", "api", "bearer"),
+    "secret": ("client", "app", "api", "shared"),
+}
+_WORDS = "|".join(_SECRET_WORDS)
+#: A header's value that may start with an authentication scheme.
+_SCHEME = "(?:(?:bearer|basic|token)" + _once("t", r"[ \t]+") + ")?"
+#: A cookie: ``name=value`` then more ``; name=value`` (a cookie's value holds no space,
+#: comma, semicolon, quote or backslash). The first name is matched once and holds none of
+#: the separators (``:``, ``=``, ``/``, quotes...), so it never runs into the next
+#: ``cookie:`` and no two tries scan the same name.
+_CRUMB = r"[^;\s'\"`\\<>,]"
+_COOKIE_VALUE = (
+    "(?P<v>"
+    + _once("n", r"[^=;\s'\"`\\<>,:/@()\[\]?{}]+")
+    + f"={_CRUMB}+(?:;"
+    + _once("c", r"[ \t]*")
+    + f"{_CRUMB}+)*)"
+)
+
 _PATTERNS = tuple(
     re.compile(pattern)
     for pattern in (
-        # the user-info of a URL: scheme://USER:PASSWORD@host
-        r"://(?<=[a-z0-9+.-]://)(?P<v>[^/\s@'\"`<>\\]+)@",
-        # ?api_key=VALUE in a query
-        r"[?&;](?:api[_-]?key|key|token|access[_-]?token|secret|password|sig)="
+        # the user-info of a URL: scheme://USER:PASSWORD@host, up to the last @ before the
+        # host (a password may hold an @); the run is matched once and given back to its last
+        # @ only, and ends at the next /, so runs after two ://s never overlap
+        r"://(?<=[a-z0-9+.-]://)(?P<v>[^/\s'\"`<>\\]+)@",
+        # a protocol-relative URL's: //USER:PASSWORD@host, after a space, a quote, a bracket
+        r"//(?<![^\s'\"`(<\[{=,;]//)(?P<v>[^/\s'\"`<>\\:@]+:[^/\s'\"`<>\\]*)@",
+        # ?api_key=VALUE in a query (a fragment after it is kept)
+        r"[?&;](?:api[_-]?key|apikey|key|token|access[_-]?token|secret|password|passwd|pwd"
+        r"|sig|signature|credentials?|auth)="
         r"(?P<v>[^&#\s'\"`<>\\]+)",
         # (proxy-)authorization: [bearer|basic|token] VALUE
-        _named("authorization")
-        + "(?:(?:bearer|basic|token)"
-        + _once("t", r"[ \t]+")
-        + ")?"
-        + _VALUE,
+        _named("authorization") + _SCHEME + _VALUE,
         # (x-)api-key: VALUE, api_key=VALUE
         _named("api[-_]key") + _VALUE,
+        # any header (or JSON key, YAML key) named *-token, *-key, *-secret, *-signature,
+        # *-auth, *-credentials, *-password, or with a _: private-token: VALUE
+        _named(rf"[-_](?:{_WORDS})") + _SCHEME + _VALUE,
         # bearer TOKEN anywhere
-        r"bearer(?<!\wbearer)" + _once("t", r"\s+") + r"(?P<v>[a-z0-9._~+/=-]{8,})",
+        r"bearer(?<!\wbearer)" + _once("b", r"\s+") + r"(?P<v>[a-z0-9._~+/=-]{8,})",
     )
 )
+
+
+def _parameter_pattern() -> re.Pattern[str]:
+    """``NAME=VALUE`` where NAME is a secret word (``token=``, ``password=``), or ends in one
+    after a ``-``, ``_``, ``.``, ``%5F`` or ``%2D`` (``client_secret=``, ``X-Amz-Signature=``,
+    ``api%5Fkey=``), after a lower-case letter or digit as the capital that starts a word
+    (``clientSecret=``), or glued to a word it often follows (``apikey=``). A bare ``key=``
+    outside a query is ordinary text (``a key=value pair``), and ``monkey=`` is not a key.
+
+    Run over the text itself (the capital of ``clientSecret`` counts), case-insensitive in
+    ASCII. It starts at the ``=`` and looks back a fixed width from there, so each ``=`` is
+    tried once; a bare name right after ``?``, ``&`` or ``;`` is the query pattern's."""
+    ways = []
+    for word in _SECRET_WORDS:
+        tail = f"{word}="
+        before = [
+            f"(?<=[-_.]{tail})",
+            f"(?<=%5f{tail})",
+            f"(?<=%2d{tail})",
+            f"(?<=(?-i:[a-z0-9]{word[0].upper()}){word[1:]}=)",
+        ]
+        before += [f"(?<={glued}{tail})" for glued in _GLUED.get(word, ())]
+        if word != "key":
+            before.append(f"(?<![a-z0-9_.%?&;-]{tail})")
+        # a bare name after ?, & or ; is the query pattern's: refused at once
+        ways.append(f"(?<={tail})(?<![?&;]{tail})(?:{'|'.join(before)})")
+    last = "".join(sorted({word[-1] for word in _SECRET_WORDS}))
+    return re.compile(
+        rf"=(?<=[{last}]=)(?:{'|'.join(ways)})(?P<v>[^{_END}]+)", re.IGNORECASE | re.ASCII
+    )
+
+
+#: The patterns run over the text as it is (not lowered).
+_CASED_PATTERNS = (_parameter_pattern(),)
+#: ``Cookie: a=1; b=2``: each cookie's value is masked, its name kept.
+_COOKIE = re.compile(r"cookie(?<![a-z0-9]cookie)" + _named("") + _COOKIE_VALUE)
+
+
+def _cookie_values(low: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The values of the cookies in ``low[start:end]`` (``a=1; b=2``)."""
+    spans = []
+    for crumb in low[start:end].split(";"):
+        equals = crumb.find("=")
+        if 0 <= equals < len(crumb) - 1:
+            spans.append((start + equals + 1, start + len(crumb)))
+        start += len(crumb) + 1
+    return spans
+
+
+def _spans(text: str, low: str) -> list[tuple[int, int]]:
+    """Where the values to mask are in ``text`` (``low`` is ``text`` lowered), sorted."""
+    spans = [m.span("v") for pattern in _PATTERNS for m in pattern.finditer(low)]
+    spans += [m.span("v") for pattern in _CASED_PATTERNS for m in pattern.finditer(text)]
+    for m in _COOKIE.finditer(low):
+        spans += _cookie_values(low, *m.span("v"))
+    spans.sort()
+    return spans
+
+
 #: Upper-case ASCII letters to lower case, for text whose ``lower()`` changes its length.
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -186,7 +286,7 @@ def _masked(text: str, secrets: Sequence[str]) -> str:
         return text  # no pattern can match
     if len(low) != len(text):
         low = text.translate(_ASCII_LOWER)
-    spans = sorted(m.span("v") for pattern in _PATTERNS for m in pattern.finditer(low))
+    spans = _spans(text, low)
     if not spans:
         return text
     parts: list[str] = []
