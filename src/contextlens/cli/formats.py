@@ -60,12 +60,19 @@ class Outputs:
     junit_items: bool = False
 
     def check(self) -> None:
-        """A usage problem, before any work, for a path that names a folder."""
-        for option, path in (("--junit", self.junit), ("--markdown", self.markdown)):
+        """A usage problem, before any work, for a path that names a folder or whose folder
+        cannot be made or written (the files themselves are written after the run)."""
+        for option, path in (
+            ("--junit", self.junit),
+            ("--markdown", self.markdown),
+            ("--csv", self.csv),
+        ):
             if path is not None and path.is_dir():
                 raise UsageProblem(f"{option} {path}: a folder; give a file name")
-        if self.csv is not None and self.csv.is_dir():
-            raise UsageProblem(f"--csv {self.csv}: a folder; give a file name")
+            if path is not None:
+                cause = unwritable(path)
+                if cause is not None:
+                    raise UsageProblem(f"{option} {path}: cannot be written: {cause}")
         if self.junit_items and self.junit is None:
             raise UsageProblem("--junit-items adds to the JUnit file: give --junit PATH too")
 
@@ -86,6 +93,29 @@ class Outputs:
             from contextlens.report.items import write_csv
 
             out.print(line("csv:     ", write_csv(run, self.csv)))
+
+
+def unwritable(path: Path) -> str | None:
+    """Why a file could not be written at ``path``, or None when it could: its folder (or
+    the nearest that exists, where the rest would be made) is tried with a probe that is
+    removed at once, so that a folder the file system refuses is found, not only one the
+    permissions refuse. Neither the file nor a missing folder is made."""
+    import tempfile
+
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    try:
+        if folder == path.parent:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".contextlens-probe-"):
+                pass
+        else:  # the folder has to be made: one must be makeable here
+            os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".contextlens-probe-"))
+    except OSError as exc:
+        return describe_os_error(exc)
+    return None
 
 
 def append_or_write(path: Path, text: str) -> None:
