@@ -142,7 +142,9 @@ def judge_object(spec: str) -> Any:
     except (TypeError, ValueError, FileNotFoundError) as exc:
         if isinstance(obj, str):
             raise UsageProblem(f"--judge {spec!r}: {exc}") from None
-        raise UsageProblem(f"--judge {spec!r} is {describe(obj)}, not a judge: {JUDGE_OBJECTS}")
+        raise UsageProblem(
+            f"--judge {spec!r} is {describe(obj)}, not a judge: {JUDGE_OBJECTS}"
+        ) from None
     return obj
 
 
