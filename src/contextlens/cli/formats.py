@@ -60,8 +60,9 @@ class Outputs:
     junit_items: bool = False
 
     def check(self, data: Path | None = None) -> None:
-        """A usage problem, before any work, for a path that names a folder or the file the
-        cases are read from (``data``)."""
+        """A usage problem, before any work, for a path that names a folder, the file the
+        cases are read from (``data``), or one whose folder cannot be made or written (the
+        files themselves are written after the run)."""
         for option, path in (
             ("--junit", self.junit),
             ("--markdown", self.markdown),
@@ -75,6 +76,9 @@ class Outputs:
                 raise UsageProblem(
                     f"{option} {path}: the file the cases are read from; give another name"
                 )
+            cause = unwritable(path)
+            if cause is not None:
+                raise UsageProblem(f"{option} {path}: cannot be written: {cause}")
         if self.junit_items and self.junit is None:
             raise UsageProblem("--junit-items adds to the JUnit file: give --junit PATH too")
 
@@ -102,6 +106,29 @@ def _same_file(path: Path, other: Path) -> bool:
         return path.exists() and other.exists() and os.path.samefile(path, other)
     except OSError:
         return False
+
+
+def unwritable(path: Path) -> str | None:
+    """Why a file could not be written at ``path``, or None when it could: its folder (or
+    the nearest that exists, where the rest would be made) is tried with a probe that is
+    removed at once, so that a folder the file system refuses is found, not only one the
+    permissions refuse. Neither the file nor a missing folder is made."""
+    import tempfile
+
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    try:
+        if folder == path.parent:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".contextlens-probe-"):
+                pass
+        else:  # the folder has to be made: one must be makeable here
+            os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".contextlens-probe-"))
+    except OSError as exc:
+        return describe_os_error(exc)
+    return None
 
 
 def append_or_write(path: Path, text: str) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.text import Text
 
 from contextlens.cli.application import UsageProblem, err
@@ -25,11 +26,14 @@ __all__ = [
     "StructuredOutput",
     "age",
     "build_metrics",
+    "describe",
+    "embedder_option",
     "fmt",
     "judge_option",
     "lines",
     "load_object",
     "near",
+    "option_problem",
     "progress_option",
     "tags_cell",
     "when",
@@ -66,15 +70,128 @@ def build_metrics(names: list[str]) -> list[Any]:
         raise UsageProblem(str(exc)) from None
 
 
-def load_object(spec: str) -> Any:
-    """``module:attr`` from user code (called when it is a factory with no arguments)."""
+def load_object(spec: str, option: str = "") -> Any:
+    """``module:attr`` from user code (called when it is a factory with no arguments); a
+    usage problem naming ``option`` and ``spec`` for an attribute that is not there, or a
+    class or function that cannot be called with no arguments or fails when it is."""
     module_name, _, attr = spec.partition(":")
+    named = f"{option} {spec!r}" if option else repr(spec)
     sys.path.insert(0, str(Path.cwd()))
     try:
         obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise UsageProblem(f"cannot load {spec!r}: {exc}") from None
-    return obj() if inspect.isclass(obj) or inspect.isfunction(obj) else obj
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UsageProblem(f"cannot load {named}: {exc}") from None
+    if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+        return obj
+    needed = _required_parameters(obj)
+    if needed:
+        raise UsageProblem(
+            f"{named} is {describe(obj)}, which needs arguments ({', '.join(needed)}); name an "
+            "object, or a class or function that makes one with no arguments"
+        )
+    try:
+        return obj()
+    except Exception as exc:  # the user's factory: said in one line, as a usage problem
+        raise UsageProblem(
+            f"cannot load {named}: {describe(obj)}() raised {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _required_parameters(factory: Any) -> list[str]:
+    """The parameters ``factory`` must be given (none when its signature cannot be read)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return []
+    return [
+        p.name
+        for p in signature.parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+
+
+def describe(obj: Any) -> str:
+    """What ``obj`` is, in a few words: ``the function json.loads``, ``a builtins.object``."""
+    name = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', '?')}"
+    if inspect.isclass(obj):
+        return f"the class {name}"
+    if callable(obj) and hasattr(obj, "__qualname__"):
+        return f"the function {name}"
+    kind = type(obj)
+    return f"a {kind.__module__}.{kind.__qualname__}"
+
+
+#: What ``--judge module:attr`` may name.
+JUDGE_OBJECTS = (
+    "a judge is a spec string, a Judge, a ChatBackend, a LangChain chat model, a "
+    "DeepEval-shaped model (get_model_name, generate / a_generate) or an Opik-shaped model "
+    "(generate_string / agenerate_string), or a class or function that makes one with no "
+    "arguments"
+)
+
+
+def judge_object(spec: str) -> Any:
+    """The object ``--judge module:attr`` names, checked to be one a judge can be made of
+    (a usage problem saying what it is, and what a judge must be, when not)."""
+    from contextlens.judges.resolve import as_backend
+
+    obj = load_object(spec, "--judge")
+    try:
+        as_backend(obj)
+    except (TypeError, ValueError, FileNotFoundError) as exc:
+        if isinstance(obj, str):
+            raise UsageProblem(f"--judge {spec!r}: {exc}") from None
+        raise UsageProblem(
+            f"--judge {spec!r} is {describe(obj)}, not a judge: {JUDGE_OBJECTS}"
+        ) from None
+    return obj
+
+
+def embedder_option(spec: str | None) -> Any:
+    """``--embedder``: None for ``minilm`` (the default), else the embeddings object
+    ``module:attr`` names, checked; a usage problem for anything else (a URL: no embedder
+    is reached by one)."""
+    from contextlens.embeddings.adapters import as_embedder
+    from contextlens.judges.spec import url_scheme
+
+    if spec is None or spec.strip() == "minilm":
+        return None
+    form = "--embedder takes minilm or module:attr naming an embeddings object"
+    if url_scheme(spec) is not None:
+        raise UsageProblem(f"--embedder {spec!r}: an embedder is not named by a URL; {form}")
+    if ":" not in spec:
+        raise UsageProblem(f"--embedder {spec!r}: unknown embedder; {form}")
+    obj = load_object(spec, "--embedder")
+    try:
+        as_embedder(obj)
+    except TypeError as exc:
+        raise UsageProblem(f"--embedder {spec!r}: {exc}") from None
+    return obj
+
+
+def option_problem(exc: ValidationError, options: dict[str, str]) -> UsageProblem:
+    """The first error of ``exc`` as a usage problem naming the option (``options`` maps a
+    model field to it): ``--concurrency expects a whole number >= 1, got 0``."""
+    first = exc.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else ""
+    option = options.get(field, field or "an option")
+    given = first.get("input")
+    ctx = first.get("ctx") or {}
+    number = isinstance(given, (int, float)) and not isinstance(given, bool)
+    got = f"{given:g}" if isinstance(given, float) else repr(given) if not number else given
+    noun = "a whole number" if isinstance(given, int) and number else "a number"
+    kind = first["type"]
+    bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<="}
+    bounds["less_than"] = "<"
+    if kind in bounds:
+        limit = next(iter(ctx.values()), "?")
+        limit = f"{limit:g}" if isinstance(limit, float) else limit
+        return UsageProblem(f"{option} expects {noun} {bounds[kind]} {limit}, got {got}")
+    if kind == "finite_number":
+        return UsageProblem(f"{option} expects a finite number, got {got}")
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return UsageProblem(f"{option}: {message}, got {got}")
 
 
 def judge_option(
@@ -93,6 +210,8 @@ def judge_option(
         flags = JudgeSettings(
             timeout=timeout, max_tokens=max_tokens, structured_output=structured_output
         )
+    except ValidationError as exc:
+        raise option_problem(exc, JUDGE_FLAGS) from None
     except (ValueError, ContextLensError) as exc:
         raise UsageProblem(f"judge settings: {exc}") from None
     if spec is None or is_offline(spec):
@@ -107,7 +226,15 @@ def judge_option(
             "--judge-timeout, --max-tokens and --structured-output apply to judge spec "
             f"strings; set them on the object {spec!r} itself"
         )
-    return load_object(spec)
+    return judge_object(spec)
+
+
+#: The judge settings' fields by the options that set them.
+JUDGE_FLAGS = {
+    "timeout": "--judge-timeout",
+    "max_tokens": "--max-tokens",
+    "structured_output": "--structured-output",
+}
 
 
 def progress_option(label: str, quiet: bool) -> Any:

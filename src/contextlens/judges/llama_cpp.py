@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from contextlens.backend import ChatBackend, Completion, FatalError, Message, Usage
 from contextlens.errors import MissingExtraError
+from contextlens.files import describe_os_error
 from contextlens.judges.formats import FormatNegotiation
 from contextlens.judges.spec import JudgeSpec, backend_kind
 from contextlens.sync import in_thread
@@ -163,9 +164,28 @@ class LlamaCppBackend(ChatBackend):
         )
 
 
+#: The first bytes of every GGUF file.
+GGUF_MAGIC = b"GGUF"
+
+
 def _check_file(spec: JudgeSpec) -> None:
-    if not Path(spec.target).expanduser().is_file():
+    """A file that is not there, cannot be read or is not GGUF is said before any work
+    (llama.cpp would refuse it on every item)."""
+    path = Path(spec.target).expanduser()
+    if not path.is_file():
         raise FileNotFoundError(f"llama judge: no GGUF file at {spec.target!r}")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise ValueError(
+            f"llama judge: cannot read {spec.target!r}: {describe_os_error(exc)}"
+        ) from None
+    if head != GGUF_MAGIC:
+        raise ValueError(
+            f"llama judge: {spec.target!r} is not a GGUF file (it does not start with the "
+            "bytes GGUF)"
+        )
 
 
 @backend_kind("llama", prefixes=("llama:",), check=_check_file, extra="llama")

@@ -517,9 +517,29 @@ def _openai(spec: JudgeSpec) -> OpenAICompatBackend:
 
 
 def _check_url(spec: JudgeSpec) -> None:
+    """A ``ValueError`` naming the spec for a URL that cannot be reached as written: no
+    model, no host, or a port that is not a number in 1-65535 (said now, not after every
+    retry of a connection that can never be made)."""
     base_url, _, model = spec.target.partition("#")
-    if not model or not urlsplit(base_url).netloc:
-        raise ValueError(f"judge spec {spec.target!r}: expected http://HOST:PORT/v1#MODEL")
+    form = "expected http://HOST:PORT/v1#MODEL"
+    parts = urlsplit(base_url)
+    if not model or not parts.netloc:
+        raise ValueError(f"judge spec {spec.target!r}: {form}")
+    if not parts.hostname:
+        raise ValueError(f"judge spec {spec.target!r}: no host in the URL; {form}")
+    try:
+        port = parts.port
+    except ValueError:
+        given = parts.netloc.rpartition("@")[2].rpartition(":")[2]
+        if given.isdigit():
+            raise ValueError(
+                f"judge spec {spec.target!r}: port {int(given)} is out of range (1-65535)"
+            ) from None
+        raise ValueError(
+            f"judge spec {spec.target!r}: port {given!r} is not a number; {form}"
+        ) from None
+    if port == 0:
+        raise ValueError(f"judge spec {spec.target!r}: port 0 is out of range (1-65535)")
 
 
 @backend_kind("http", prefixes=("http://", "https://"), keep_prefix=True, check=_check_url)

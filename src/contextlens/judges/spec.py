@@ -18,6 +18,7 @@ LiteLLM, anything else to OpenAI (each kind says which bare names it takes).
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -185,6 +186,15 @@ def _find(text: str) -> tuple[BackendKind, str] | None:
     return None
 
 
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def url_scheme(text: str) -> str | None:
+    """The scheme of ``text`` when it is written as a URL (``SCHEME://...``), else None."""
+    found = _URL.match(text.strip())
+    return found.group(1) if found else None
+
+
 def is_offline(choice: Any) -> bool:
     """Whether ``choice`` explicitly asks for the offline algorithms."""
     return isinstance(choice, str) and choice.strip().lower() == OFFLINE
@@ -192,7 +202,8 @@ def is_offline(choice: Any) -> bool:
 
 def is_spec(text: str) -> bool:
     """Whether ``text`` is a judge spec (``offline`` included) rather than ``module:attr``."""
-    return is_offline(text) or _find(text.strip()) is not None
+    text = text.strip()
+    return is_offline(text) or url_scheme(text) is not None or _find(text) is not None
 
 
 class JudgeSpec(BaseModel):
@@ -222,6 +233,12 @@ class JudgeSpec(BaseModel):
         if is_offline(text):
             raise ValueError("'offline' names no judge backend")
         found = _find(text)
+        scheme = url_scheme(text)
+        if found is None and scheme is not None:
+            raise ValueError(
+                f"judge spec {text!r}: unsupported URL scheme {scheme!r}; a judge URL is "
+                "http://HOST:PORT/v1#MODEL or https://HOST/v1#MODEL"
+            )
         if found is None:
             prefixes = ", ".join(p for k in kinds().values() for p in k.prefixes)
             raise ValueError(

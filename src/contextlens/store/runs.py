@@ -41,6 +41,7 @@ from pydantic_core import to_jsonable_python
 
 from contextlens.engine.sqlite import Closing, SQLiteFile, file_path
 from contextlens.errors import InputError
+from contextlens.files import describe_os_error
 from contextlens.provenance import DataFile, Provenance, current_provenance
 from contextlens.redact import redact
 from contextlens.results import EvalRun, ItemResult, MetricSummary, RecordedConfig
@@ -196,7 +197,14 @@ class RunStore(Closing):
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = file_path(default_store_path() if path is None else path, "RunStore")
+        given = default_store_path() if path is None else path
+        try:
+            self.path = file_path(given, "RunStore")
+        except OSError as exc:  # its folder cannot be made: a store fault like the others
+            raise StoreError(
+                f"cannot use the run store {given}: cannot make its folder "
+                f"{exc.filename or Path(given).parent}: {describe_os_error(exc)}"
+            ) from None
         self._tracked: tuple[int, str] | None = None  # (pid, run id) of the ad-hoc run
         self._tracked_lock = threading.Lock()
         self._db = SQLiteFile(

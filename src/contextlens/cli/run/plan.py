@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 from contextlens.cli.application import UsageProblem, err
 from contextlens.cli.formats import Outputs
 from contextlens.cli.history import parse_tags
-from contextlens.cli.options import build_metrics, judge_option, load_object, progress_option
+from contextlens.cli.options import (
+    build_metrics,
+    embedder_option,
+    judge_option,
+    option_problem,
+    progress_option,
+)
 from contextlens.cli.run.args import RunArgs
 from contextlens.cli.run.gate import parse_max_failures
 from contextlens.errors import ContextLensError, InputError
@@ -88,7 +94,7 @@ def checked_settings(args: RunArgs) -> Settings:
         max_tokens=args.max_tokens,
         structured_output=args.structured_output,
     )
-    embedder = load_object(args.embedder) if args.embedder and args.embedder != "minilm" else None
+    embedder = embedder_option(args.embedder)
     folder = RunFolder(args.out_dir)
     if not args.dry_run:
         folder.check()  # an --out that cannot be written is said before any work
@@ -130,6 +136,33 @@ def plan_of(args: RunArgs, settings: Settings, source: Path) -> RunPlan:
 
 
 def _config(
+    args: RunArgs, settings: Settings, pass_marks: dict[MetricKey, float], source: Path
+) -> RunConfig:
+    from pydantic import ValidationError
+
+    try:
+        return _run_config(args, settings, pass_marks, source)
+    except ValidationError as exc:  # an option out of range, said as the option
+        raise option_problem(exc, RUN_OPTIONS) from None
+
+
+#: The fields of :class:`~contextlens.runner.RunConfig` by the options of ``run`` that set them.
+RUN_OPTIONS = {
+    "judge": "--judge",
+    "embedder": "--embedder",
+    "max_concurrency": "--concurrency",
+    "repeats": "--repeats",
+    "cache": "--cache",
+    "out": "--out",
+    "store": "--store",
+    "thresholds": "--threshold",
+    "max_cost": "--max-cost",
+    "name": "--name",
+    "tags": "--tag",
+}
+
+
+def _run_config(
     args: RunArgs, settings: Settings, pass_marks: dict[MetricKey, float], source: Path
 ) -> RunConfig:
     from contextlens.cli.run.record import command_line
