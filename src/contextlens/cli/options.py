@@ -8,15 +8,17 @@ import inspect
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.text import Text
 
 from contextlens.cli.application import UsageProblem, err
 from contextlens.errors import ContextLensError
 from contextlens.terminal import line, text
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = [
     "JUDGE_HELP",
@@ -204,6 +206,8 @@ def judge_option(
     """``--judge`` and its settings: None, ``offline``, a :class:`JudgeSpec` with the flags'
     settings over the spec's own (every mistake a usage problem, before any work), or the
     object ``module:attr`` names."""
+    from pydantic import ValidationError
+
     from contextlens.judges.spec import OFFLINE, JudgeSettings, JudgeSpec, is_offline, is_spec
 
     try:
