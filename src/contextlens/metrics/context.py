@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from contextlens.backend import Message
@@ -53,6 +52,7 @@ from contextlens.offline.support import SupportItem, SupportResult
 from contextlens.redact import logger
 from contextlens.schemas import Batch, Dataset
 from contextlens.stats import BayesianMode, StatisticalMode, checked_mode, resolve_weights
+from contextlens.stats.modes import weighted_estimate
 
 log = logger("contextlens.context")
 
@@ -338,12 +338,12 @@ class ContextAwareness(Metric[Dataset]):
             for i in interactions
             if i.error is not None or (i.score is None and i.not_applicable is None)
         ]
-        values = np.array([i.score for i in scored], dtype=float)
-        shares = np.array([i.weight for i in scored], dtype=float)
-        if len(scored):
-            total = shares.sum()
-            shares = shares / total if total > 0 else np.full(len(scored), 1 / len(scored))
-        estimate = self.config.statistical_mode.estimate(values, shares, key=session.session_id)
+        estimate = weighted_estimate(
+            self.config.statistical_mode,
+            [i.score or 0.0 for i in scored],
+            [i.weight or 0.0 for i in scored],
+            key=session.session_id,
+        )
         details = ContextDetails(
             n_interactions=len(interactions),
             n_failed=len(failed),

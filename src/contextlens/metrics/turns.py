@@ -31,7 +31,6 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
-import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from contextlens.fields import unmet_requirement
@@ -55,6 +54,7 @@ from contextlens.metrics.metric import Metric, Score, ScoreFailed
 from contextlens.metrics.registry import metric
 from contextlens.schemas import Batch, Dataset, MetricDetails, MetricResult, ModelTestCase
 from contextlens.stats import BayesianMode, StatisticalMode, checked_mode, resolve_weights
+from contextlens.stats.modes import weighted_estimate
 
 __all__ = [
     "NO_CHUNKS",
@@ -272,12 +272,12 @@ class TurnMetric(Metric[Dataset], Generic[D]):
         skipped = [t for t in turns if t.error is None and t.not_applicable is not None]
         scored = [t for t in turns if t.error is None and t.score is not None]
         failed = [t for t in turns if t not in skipped and t not in scored]
-        values = np.array([t.score for t in scored], dtype=float)
-        shares = np.array([t.weight for t in scored], dtype=float)
-        if len(scored):
-            total = shares.sum()
-            shares = shares / total if total > 0 else np.full(len(scored), 1 / len(scored))
-        estimate = self.config.statistical_mode.estimate(values, shares, key=session.session_id)
+        estimate = weighted_estimate(
+            self.config.statistical_mode,
+            [t.score or 0.0 for t in scored],
+            [t.weight or 0.0 for t in scored],
+            key=session.session_id,
+        )
         details = self.details_type(
             n_turns=len(turns),
             n_failed=len(failed),

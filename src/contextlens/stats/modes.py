@@ -30,6 +30,7 @@ __all__ = [
     "StatisticalMode",
     "checked_mode",
     "estimates",
+    "weighted_estimate",
 ]
 
 
@@ -64,6 +65,18 @@ class StatisticalMode(Protocol):
         ``key`` (e.g. the session id) identifies the estimate, for reproducible randomness.
         """
         ...
+
+
+def weighted_estimate(
+    mode: StatisticalMode, values: Sequence[float], weights: Sequence[float], *, key: str = ""
+) -> Estimate:
+    """``mode``'s estimate of ``values`` weighted by ``weights`` (a session's scored turns),
+    the weights made to sum to 1; weights that sum to 0 count alike."""
+    shares = np.asarray(weights, dtype=float)
+    if shares.size:
+        total = shares.sum()
+        shares = shares / total if total > 0 else np.full(shares.size, 1 / shares.size)
+    return mode.estimate(np.asarray(values, dtype=float), shares, key=key)
 
 
 def estimates(mode: Any) -> bool:
