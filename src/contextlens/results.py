@@ -29,7 +29,7 @@ from contextlens.metrics.settings import MetricSettings
 from contextlens.nesting import MAX_DEPTH, deep_message, text_too_deep
 from contextlens.provenance import Provenance
 from contextlens.runfiles import check_run_id, read_records, read_small
-from contextlens.schemas import MetricDetails, MetricKey, ModelTestCase
+from contextlens.schemas import MetricDetails, MetricKey, ModelTestCase, TriageBand, TriageDecision
 
 RESULTS_FILE = "results.jsonl"
 """The name, in a run's folder, of the file of its item results."""
@@ -70,6 +70,8 @@ class ItemResult(BaseModel):
     repeats: list[float | None] | None = None
     spread: float | None = None
     details: SerializeAsAny[MetricDetails] = Field(default_factory=MetricDetails)
+    triage: TriageDecision | None = None
+    """In a triage run, who decided the item (``offline`` or ``judge``) and why."""
     _exception: BaseException | None = PrivateAttr(default=None)
 
     @field_validator("details", mode="before")
@@ -110,6 +112,46 @@ def status_of(item: ItemResult) -> str:
     return item.status
 
 
+class TriageSummary(BaseModel):
+    """What triage did for one metric of a triage run: its ``band`` (None, with the
+    reason in ``note``, for a metric without a calibrated offline scorer: every item
+    judged), the items the offline scorer decided (``n_offline``) and those judged
+    (``n_judged``: ``n_inside_band`` of them inside the band, ``n_offline_cannot`` that the
+    offline scorer could not score), and what the items decided offline saved: the judge
+    calls, tokens and cost (USD; None when the model has no price) they would have taken,
+    counted as a dry run counts them."""
+
+    band: TriageBand | None
+    note: str | None = None
+    n_offline: int = 0
+    n_judged: int = 0
+    n_inside_band: int = 0
+    n_offline_cannot: int = 0
+    saved_calls: int = 0
+    saved_prompt_tokens: int = 0
+    saved_completion_tokens: int = 0
+    saved_cost: float | None = None
+
+    @property
+    def share_judged(self) -> float | None:
+        """The share of decided items that went to the judge (None: none was decided)."""
+        decided = self.n_offline + self.n_judged
+        return self.n_judged / decided if decided else None
+
+    def line(self) -> str:
+        """One line for the terminal and the report."""
+        if self.band is None:
+            return f"triage: no band ({self.note}); every item judged"
+        decided = self.n_offline + self.n_judged
+        cost = "" if self.saved_cost is None else f", ${self.saved_cost:.4f}"
+        return (
+            f"triage band {self.band}: {self.n_offline} of {decided} decided offline, "
+            f"{self.n_judged} judged ({self.n_inside_band} inside the band, "
+            f"{self.n_offline_cannot} not scorable offline); saved {self.saved_calls} calls, "
+            f"{self.saved_prompt_tokens + self.saved_completion_tokens} tokens{cost}"
+        )
+
+
 class MetricSummary(BaseModel):
     """Aggregate of one metric over the run: the scored items' mean and its interval, and the
     share of them that reached the pass mark (``threshold``) with its interval.
@@ -146,6 +188,8 @@ class MetricSummary(BaseModel):
     settings: MetricSettings | None = None
     """The metric's configuration in the run (its settings and prompts; its pass mark is
     ``threshold``)."""
+    triage: TriageSummary | None = None
+    """In a triage run: who decided its items and what that saved."""
 
     @field_validator("accounting", mode="before")
     @classmethod
@@ -173,6 +217,7 @@ class RecordedConfig(BaseModel):
     repeats: int = 1
     thresholds: dict[str, float | None] = Field(default_factory=dict)
     max_cost: float | None = None
+    triage: bool = False
     cache: str | None = None
     out: str | None = None
     statistical_mode: str | None = None

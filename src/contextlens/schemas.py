@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -47,6 +47,8 @@ __all__ = [
     "SessionMetadata",
     "StreamedBatch",
     "TokenUsage",
+    "TriageBand",
+    "TriageDecision",
 ]
 
 
@@ -457,6 +459,51 @@ class MetricDetails(BaseModel):
     max_embed_tokens: int | None = None
 
 
+class TriageBand(BaseModel):
+    """The offline probabilities a triage run sends to the judge: from ``lower`` to
+    ``upper`` (both included). Below ``lower`` or above ``upper`` the calibrated offline
+    scorer decides the item and no judge call is made."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lower: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    upper: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pair(cls, value: Any) -> Any:
+        """A ``(lower, upper)`` pair is read as the band."""
+        if isinstance(value, (tuple, list)) and len(value) == 2:
+            return {"lower": value[0], "upper": value[1]}
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TriageBand:
+        if self.lower > self.upper:
+            raise ValueError(f"a triage band's lower {self.lower} is above its upper {self.upper}")
+        return self
+
+    def decides(self, probability: float) -> bool:
+        """Whether the offline scorer decides an item of this ``probability``."""
+        return probability < self.lower or probability > self.upper
+
+    def __str__(self) -> str:
+        return f"[{self.lower:g}, {self.upper:g}]"
+
+
+class TriageDecision(BaseModel):
+    """Who decided an item of a triage run (``offline`` or ``judge``), the offline
+    probability that sent it there (None when the offline scorer gave none) and why
+    (``"outside the band [0.1, 0.9]"``, ``"inside the band ..."``, ``"offline: not
+    applicable: needs a judge"``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    decided_by: Literal["offline", "judge"]
+    offline_score: float | None = None
+    why: str
+
+
 class MetricResult(BaseModel):
     """One metric's verdict on one case, as every metric's ``score`` returns it.
 
@@ -475,6 +522,8 @@ class MetricResult(BaseModel):
     success: bool | None = None
     details: SerializeAsAny[MetricDetails] = Field(default_factory=MetricDetails)
     cost: float | None = None
+    triage: TriageDecision | None = None
+    """In a triage run, for a metric with a triage band: who decided the item and why."""
 
     @property
     def failed(self) -> bool:

@@ -51,6 +51,14 @@ def estimate_table(estimate: Any) -> Table:
         + f"; prompt tokens by {', '.join(tokenizers) or '-'}; completion tokens: "
         f"{' and '.join(sources) or '-'} expected, [shortest valid reply, the reply bound]"
     )
+    triaged = [
+        f"; {m.metric}: triage sends {m.triage_judged:,} of {m.triage_judged + m.triage_offline:,} "
+        "items to the judge, the offline scorer decides the rest"
+        for m in estimate.metrics
+        if m.triage_judged is not None and m.triage_offline is not None
+    ]
+    if triaged:
+        caption = line(caption, *triaged)
     return table("contextlens dry run", headers, rows, numeric=headers[2:], caption=caption)
 
 

@@ -41,11 +41,24 @@ class ReaderDetails(MetricDetails):
 
 
 @dataclass(frozen=True)
+class Triage:
+    """A triage run's part of a metric's services (see
+    :meth:`~contextlens.metrics.metric.Metric.score`). ``counter``: a judge that makes no
+    call, asked what the judge would have been sent for each item the offline scorer
+    decides, so the run can say what it saved (None: not counted)."""
+
+    counter: Judge | None = None
+
+
+@dataclass(frozen=True)
 class Services:
-    """What a metric may call: a judge (None means its offline algorithm) and an embedder."""
+    """What a metric may call: a judge (None means its offline algorithm) and an embedder;
+    ``triage`` in a triage run (the offline scorer decides the items outside the metric's
+    band, the judge the rest)."""
 
     judge: Judge | None
     embedder: Embedder
+    triage: Triage | None = None
 
 
 @cache

@@ -61,7 +61,8 @@ from contextlens.offline.language import Unread, language_of, unread_texts
 from contextlens.offline.routes import support_route, support_scorer
 from contextlens.offline.support import SupportItem
 from contextlens.offline.text import sentences
-from contextlens.schemas import ModelTestCase
+from contextlens.offline.triage import bundled_band
+from contextlens.schemas import ModelTestCase, TriageBand
 
 __all__ = [
     "ClaimConfig",
@@ -183,6 +184,10 @@ class ClaimConfig(ChunkedConfig):
     near-duplicates are looked for."""
 
     threshold: float | None = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
+    triage_band: TriageBand | None = None
+    """The offline scores a triage run sends to the judge (a :class:`TriageBand` or a
+    ``(lower, upper)`` pair; None: the band measured for the support model,
+    :func:`~contextlens.offline.triage.bundled_band`)."""
 
 
 class ClaimMetric(Metric[ModelTestCase]):
@@ -208,6 +213,10 @@ class ClaimMetric(Metric[ModelTestCase]):
         super().__init_subclass__(**kwargs)
         if "prompt" in cls.__dict__:
             cls.prompts = (f"{cls.prompt}_system.md", f"{cls.prompt}_user.md")
+
+    def triage_band(self) -> TriageBand | None:
+        """Its own band, else the one measured for its support model (None: none was)."""
+        return self.config.triage_band or bundled_band(self.config.support_model)
 
     def messages(
         self,

@@ -16,7 +16,8 @@ Metrics written to the older protocol (an object with ``name``, ``case_type`` an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, final
 
@@ -24,9 +25,9 @@ from pydantic import ValidationError
 
 from contextlens.errors import InputError, JudgeError
 from contextlens.fields import Requirement, as_requires
-from contextlens.metrics.base import DEFAULT_PASS, OverBudget, Services, raw_reply
+from contextlens.metrics.base import DEFAULT_PASS, OverBudget, ReaderDetails, Services, raw_reply
 from contextlens.metrics.config import EmbeddingConfig, JudgedConfig, MetricConfig
-from contextlens.schemas import MetricDetails, MetricResult
+from contextlens.schemas import MetricDetails, MetricResult, TriageBand, TriageDecision
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -180,17 +181,55 @@ class Metric(Generic[C]):
 
     # --- the contract ---------------------------------------------------------------------
 
+    def triage_band(self) -> TriageBand | None:
+        """The offline probabilities this metric sends to the judge in a triage run (the
+        offline scorer decides the others); None for a metric without a calibrated offline
+        scorer whose score is a probability: a triage run judges all its items."""
+        return None
+
     @final
     async def score(self, case: C, services: Services) -> MetricResult:
         """One case's result: the judged or offline hook, with a size limit, a judge's
-        failure or a :class:`ScoreFailed` recorded as a failed result."""
+        failure or a :class:`ScoreFailed` recorded as a failed result.
+
+        In a triage run (``services.triage``) a metric with a :meth:`triage_band` is
+        scored offline first: a probability outside the band is the result (no judge
+        call); one inside it, or an item the offline scorer cannot score (a language it
+        does not read, a text over its size limit, "needs a judge"), goes to the judge.
+        The result's ``triage`` says which decided and why."""
         judge = services.judge if self.uses_judge else None
-        judge_name = judge.name if judge is not None else "offline" if self.uses_judge else None
+        band = self.triage_band() if judge is not None and services.triage else None
+        if judge is None:
+            offline = "offline" if self.uses_judge else None
+            return await self._scored(self.offline(case, services), offline)
+        if band is None or services.triage is None:
+            return await self._scored(self.judged(case, judge, services), judge.name)
         try:
-            if judge is None:
-                found = await self.offline(case, services)
-            else:
-                found = await self.judged(case, judge, services)
+            found = await self.offline(case, services)
+        except (OverBudget, ScoreFailed) as exc:
+            decision = TriageDecision(decided_by="judge", why=f"offline: {exc}")
+        else:
+            decision = _triaged(found, band)
+            if decision.decided_by == "offline":
+                await self._count_saved(case, services)
+                result = await self._scored(_given(found), "offline")
+                return result.model_copy(update={"triage": decision})
+        result = await self._scored(self.judged(case, judge, services), judge.name)
+        return result.model_copy(update={"triage": decision})
+
+    async def _count_saved(self, case: C, services: Services) -> None:
+        """What the judge would have been sent for ``case``, told to the triage's
+        ``counter`` (a prompt over the budget would not have been sent: nothing counted)."""
+        counter = services.triage.counter if services.triage is not None else None
+        if counter is None:
+            return
+        with contextlib.suppress(OverBudget, JudgeError, ScoreFailed):
+            await self.judged(case, counter, services)
+
+    async def _scored(self, hook: Awaitable[Score], judge_name: str | None) -> MetricResult:
+        """The result of a hook's score, its failures recorded as failed results."""
+        try:
+            found = await hook
         except OverBudget as exc:
             limit = {exc.limit: getattr(self.config, exc.limit)} if exc.limit else {}
             return self._failed_result(str(exc), self.details_type(**limit), judge_name)
@@ -218,6 +257,27 @@ class Metric(Generic[C]):
         """The case scored without a judge (its offline algorithm, or the metric's only
         one when it asks none)."""
         raise NotImplementedError(f"{type(self).__name__} has no offline score")
+
+
+async def _given(found: Score) -> Score:
+    return found
+
+
+def _triaged(found: Score, band: TriageBand) -> TriageDecision:
+    """Who decides an item whose offline score is ``found``: the offline scorer for a
+    probability outside ``band``, else the judge."""
+    if found.not_applicable is not None or found.value is None:
+        why = found.not_applicable or "no offline score"
+        return TriageDecision(decided_by="judge", why=f"offline: {why}")
+    if isinstance(found.details, ReaderDetails) and found.details.language is not None:
+        # the band was measured on English text
+        return TriageDecision(decided_by="judge", why=f"offline: {found.details.language}")
+    value = round(found.value, 6)
+    if band.decides(found.value):
+        return TriageDecision(
+            decided_by="offline", offline_score=value, why=f"outside the band {band}"
+        )
+    return TriageDecision(decided_by="judge", offline_score=value, why=f"inside the band {band}")
 
 
 def _judged_by(details: MetricDetails, judge: str | None) -> MetricDetails:

@@ -359,6 +359,9 @@ def _detail(
             "why_not": clip(item.not_applicable or item.not_run),
             "error": clip(item.error),
             "judge": item.judge,
+            "triage": None
+            if item.triage is None
+            else f"{item.triage.decided_by} ({item.triage.why})",
             "raw_reply": clip(get(item.details, "raw_reply")),
             "spread": finite(item.spread),
             **evidence_of(item.details, record.case if record is not None else None).to_json(),

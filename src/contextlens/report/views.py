@@ -267,6 +267,28 @@ def accounting_stats(recorded: Any) -> list[Stat]:
     return stats
 
 
+def triage_stats(triage: Any) -> list[Stat]:
+    """A triage run's figures of one metric: its band, the items decided offline and
+    judged, and what the offline decisions saved."""
+    if not triage:
+        return []
+    band = get(triage, "band")
+    if not band:
+        return [Stat("Triage", f"no band: {get(triage, 'note')}", "triage", None)]
+    low, high = get(band, "lower"), get(band, "upper")
+    offline, judged = get(triage, "n_offline", 0), get(triage, "n_judged", 0)
+    saved = get(triage, "saved_cost")
+    out = [
+        Stat("Triage band", f"[{low:g}, {high:g}]", "triage_band", None),
+        Stat("Decided offline", fmt_count(offline), "triage_offline", offline),
+        Stat("Judged", fmt_count(judged), "triage_judged", judged),
+        Stat("Calls saved", fmt_count(get(triage, "saved_calls", 0)), "saved_calls", None),
+    ]
+    if saved is not None:
+        out.append(Stat("Cost saved", f"${saved:.4f}", "saved_cost", saved))
+    return out
+
+
 def metric_view(name: str, summary: Any, bucket: Collected, index: int) -> MetricView:
     mean, low, high = (finite(get(summary, k)) for k in ("mean", "ci_low", "ci_high"))
     level = get(summary, "ci_level")
@@ -312,6 +334,7 @@ def metric_view(name: str, summary: Any, bucket: Collected, index: int) -> Metri
         stats.append(Stat("Judge spread", fmt_score(spread), "judge_spread", spread))
     stats += cell_stats(bucket.cells)
     stats += accounting_stats(get(summary, "accounting"))
+    stats += triage_stats(get(summary, "triage"))
     return MetricView(
         name=name,
         anchor=_anchor("metric", name, index),

@@ -16,8 +16,9 @@ from contextlens.judges.base import Judge
 from contextlens.judges.llm import LLMJudge
 from contextlens.judges.resolve import resolve_judge
 from contextlens.metrics import registry
-from contextlens.metrics.base import DEFAULT_PASS, Services
+from contextlens.metrics.base import DEFAULT_PASS, Services, Triage
 from contextlens.metrics.metric import Metric, ProtocolMetric
+from contextlens.runner.dry_run import DryRunJudge
 from contextlens.runner.gates import pass_marks_for
 from contextlens.schemas import MetricKey
 
@@ -110,13 +111,16 @@ def bind_metrics(
     retry: RetryPolicy | None = None,
     thresholds: Mapping[str, float] | None = None,
     preflight: bool = True,
+    triage: bool = False,
 ) -> list[BoundMetric]:
     """Each metric with its services: its own judge and embedder if it has them, else the
     run's; every judge takes its limiter from ``limits`` and its replies from ``cache``.
     A metric's pass mark is ``thresholds[its name]`` (any name of it), else its own
     ``threshold``, else its :meth:`~contextlens.metrics.metric.Metric.pass_mark` (None: no
     pass mark, for a metric whose score is not a probability). The ``preflight`` of each
-    judge's backend runs once here, before any call (unless ``preflight`` is False)."""
+    judge's backend runs once here, before any call (unless ``preflight`` is False). With
+    ``triage``, a judged metric that has a triage band gets a
+    :class:`~contextlens.metrics.base.Triage` that counts the calls it saves."""
     keys = [registry.key_of(m) for m in metrics]
     marks = pass_marks_for(thresholds or {}, keys)
 
@@ -138,13 +142,20 @@ def bind_metrics(
             if preflight:  # a judge that cannot work says so now
                 judge_obj.preflight()
         key = registry.key_of(metric)
+        judged = judge_obj if metric.uses_judge else None
+        counter = (
+            DryRunJudge(judged, records=False)
+            if triage and judged is not None and metric.triage_band() is not None
+            else None
+        )
         bound.append(
             BoundMetric(
                 metric,
                 key,
                 Services(
-                    judge=judge_obj if metric.uses_judge else None,
+                    judge=judged,
                     embedder=run_embedder if own_emb is None else embedder_for(own_emb),
+                    triage=None if counter is None else Triage(counter),
                 ),
                 pass_mark=marks.get(key, metric.pass_mark()),
                 reads_chunks="retrieval_context" in metric.reads,

@@ -55,6 +55,10 @@ class RunConfig(BaseModel):
     or more; a metric not named keeps its own ``threshold``, else 0.5).
     ``max_cost``: USD the run's judge calls may cost at most (None: no cap; see
     :mod:`contextlens.engine.budget`).
+    ``triage``: the calibrated offline scorer decides the items of a metric that has a
+    triage band whose offline probability is outside it, the judge the rest (see
+    :meth:`~contextlens.metrics.metric.Metric.score`); a metric without a band is judged
+    as usual, and its summary says so.
     ``statistical_mode``: the aggregate's interval (None: ``BayesianMode()``).
     ``keep_results``: keep every item in memory (None: when there is no ``out``).
     ``progress``: a bar on stderr (None: when stderr is a terminal), or a
@@ -78,6 +82,7 @@ class RunConfig(BaseModel):
     store: Path | bool | None = None
     thresholds: dict[str, float] = Field(default_factory=dict)
     max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    triage: bool = False
     statistical_mode: StatisticalMode | None = None
     keep_results: bool | None = None
     progress: bool | ProgressCallback | None = None
@@ -175,6 +180,7 @@ class RunConfig(BaseModel):
             repeats=self.repeats,
             thresholds={str(k): v for k, v in self.thresholds.items()},
             max_cost=self.max_cost,
+            triage=self.triage,
             cache=_label(self.cache, "default") if self.cache is not True else "default",
             out=None if self.out is None else str(getattr(self.out, "out", self.out)),
             statistical_mode=None if mode is None else repr(mode),
@@ -197,6 +203,7 @@ class RunOptions(TypedDict, total=False):
     store: Path | bool | None
     thresholds: dict[str, float]
     max_cost: float | None
+    triage: bool
     statistical_mode: StatisticalMode | None
     keep_results: bool | None
     progress: bool | ProgressCallback | None

@@ -62,8 +62,11 @@ class DryRunJudge:
     typical reply. A judge that is not an :class:`LLMJudge` makes its own calls: they are
     counted with the messages as they are, and have no price."""
 
-    def __init__(self, inner: Judge, measured: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self, inner: Judge, measured: Mapping[str, float] | None = None, *, records: bool = True
+    ) -> None:
         self.inner = inner
+        self.records = records
         self.name = inner.name
         self.backend: ChatBackend | None = inner.backend if isinstance(inner, LLMJudge) else None
         self.model = self.backend.model if self.backend is not None else None
@@ -92,7 +95,8 @@ class DryRunJudge:
         hit = inner.cached(messages, schema) if inner is not None else None
         if inner is not None and hit is not None:
             tally.cache_hits += 1
-            accounting.record(judge=self.name, model=self.price_key, cache_hits=1)
+            if self.records:
+                accounting.record(judge=self.name, model=self.price_key, cache_hits=1)
             output = inner.read(hit, schema, fence=fence)
             return Judgement(output=output, raw=hit.text, usage=Usage(), latency=0.0)
         size = call_size(self.backend, messages, schema)
@@ -113,7 +117,8 @@ class DryRunJudge:
         tally.completion_high += max(size.max_tokens, low)
         tally.tokenizer = counter.name
         usage = Usage(prompt_tokens=prompt, completion_tokens=round(expected))
-        accounting.record(judge=self.name, model=self.price_key, calls=1, usage=usage)
+        if self.records:
+            accounting.record(judge=self.name, model=self.price_key, calls=1, usage=usage)
         return Judgement(
             output=schema.model_validate(reply), raw=json.dumps(reply), usage=usage, latency=0.0
         )
@@ -140,6 +145,10 @@ class MetricEstimate(BaseModel):
     cost_high: float | None
     tokenizer: str
     completion_source: str
+    triage_offline: int | None = None
+    """With ``triage``: the items the offline scorer would decide (no call)."""
+    triage_judged: int | None = None
+    """With ``triage``: the items that would go to the judge."""
 
 
 class CostEstimate(BaseModel):
@@ -183,6 +192,13 @@ class CostEstimate(BaseModel):
                 f"{m.prompt_tokens} prompt tokens, {m.completion_tokens} completion tokens "
                 f"({m.completion_low} to {m.completion_high}), {cost}"
             )
+            if m.triage_offline is not None and m.triage_judged is not None:
+                decided = m.triage_offline + m.triage_judged
+                share = f" ({m.triage_judged / decided:.0%})" if decided else ""
+                lines.append(
+                    f"  triage: {m.triage_judged} of {decided} items to the judge{share}, "
+                    f"{m.triage_offline} decided offline"
+                )
         return "\n".join(lines)
 
 
@@ -191,9 +207,11 @@ def estimate_of(
     judges: Mapping[MetricKey, DryRunJudge | None],
     cases: int,
     prices: PriceTable | None = None,
+    triage: Mapping[MetricKey, Mapping[str, int]] | None = None,
 ) -> CostEstimate:
     """The estimate of a dry run whose metrics ``keys`` were judged by ``judges`` (None: the
-    metric asks no judge)."""
+    metric asks no judge); ``triage``: by metric, its items by who decided them
+    (``offline``, ``judge``) in a triage run."""
     table = prices or PRICES
     rows = []
     for key in keys:
@@ -224,6 +242,8 @@ def estimate_of(
                 cost_high=cost(tally.completion_high),
                 tokenizer=tally.tokenizer or "-",
                 completion_source=tally.source if tally.calls else "-",
+                triage_offline=None if key not in (triage or {}) else triage[key]["offline"],
+                triage_judged=None if key not in (triage or {}) else triage[key]["judge"],
             )
         )
     return CostEstimate(cases=cases, metrics=rows)

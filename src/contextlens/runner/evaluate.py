@@ -17,7 +17,6 @@ from typing_extensions import Unpack
 from contextlens.engine.budget import CostCap
 from contextlens.engine.cache import open_cache
 from contextlens.engine.limiter import DEFAULT_LIMIT
-from contextlens.metrics.base import Services
 from contextlens.results import EvalRun
 from contextlens.runner.binding import BoundMetric, bind_metrics, checked_metrics
 from contextlens.runner.checks import CaseChecks, given_cases
@@ -85,7 +84,12 @@ async def aevaluate(
         retry=run_config.retry,
         thresholds=run_config.thresholds,
         preflight=not dry_run,  # a dry run makes no call: a key need not be set
+        triage=run_config.triage,
     )
+    if run_config.triage and not any(b.services.judge is not None for b in bound):
+        raise ValueError(
+            "triage sends the items the offline scorer is unsure of to a judge: give judge="
+        )
     dry: dict[MetricKey, DryRunJudge | None] = {}
     if dry_run:
         bound, dry = _dry_run_metrics(bound, run_config.folder)
@@ -106,7 +110,8 @@ async def aevaluate(
     )
     await loop.run(cases)
     if dry_run:
-        return estimate_of([b.key for b in bound], dry, loop.read)
+        triaged = {b.key: loop.tallies[b.key].decided for b in bound if b.services.triage}
+        return estimate_of([b.key for b in bound], dry, loop.read, triage=triaged or None)
     return loop.finish()
 
 
@@ -125,7 +130,7 @@ def _dry_run_metrics(
         judge = b.services.judge
         dry = DryRunJudge(judge, measured) if judge is not None else None
         judges[b.key] = dry
-        out.append(b if dry is None else replace(b, services=Services(dry, b.services.embedder)))
+        out.append(b if dry is None else replace(b, services=replace(b.services, judge=dry)))
     return out, judges
 
 
@@ -225,6 +230,11 @@ def evaluate(
     spent leaves too little for a call, that call is not sent, no new case is started, and
     the items not scored are ``not_run`` (the run's ``stopped`` says why). The cap counts
     what the run's ``accounting`` counts (see :mod:`contextlens.engine.budget`).
+    ``triage``: for a metric with a triage band (faithfulness and context recall with
+    their calibrated offline scorer), the offline scorer decides the items whose score is
+    outside the band and only the rest go to the judge; each item's ``triage`` says who
+    decided, each summary's ``triage`` what that saved (a metric without a band is judged
+    as usual). A ValueError without a judge.
     ``dry_run``: make no judge call and return a
     :class:`~contextlens.runner.dry_run.CostEstimate` of the calls, tokens and cost the run
     would take, every case read and checked and every prompt built.

@@ -6,6 +6,7 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -17,9 +18,10 @@ from contextlens.metrics.base import DEFAULT_PASS
 from contextlens.metrics.settings import settings_of
 from contextlens.provenance import current_provenance
 from contextlens.redact import redact
-from contextlens.results import EvalRun, ItemResult, MetricSummary
+from contextlens.results import EvalRun, ItemResult, MetricSummary, TriageSummary
 from contextlens.runner.binding import BoundMetric
 from contextlens.runner.config import RunConfig
+from contextlens.runner.dry_run import DryRunJudge, estimate_of
 from contextlens.runner.folder import RunFolder, new_run_id
 from contextlens.schemas import MetricKey, MetricResult
 from contextlens.stats import BayesianMode, StatisticalMode, repeated_interval
@@ -54,6 +56,9 @@ class Tally:
     seconds: float = 0.0
     in_progress: int = 0
     busy_since: float = 0.0
+    decided: Counter[str] = field(default_factory=Counter)
+    """In a triage run: items by who decided them (``offline``, ``judge``) and, for the
+    judged, why (``inside``: inside the band; ``cannot``: not scorable offline)."""
 
     def begin(self) -> None:
         """An item of the metric starts being scored."""
@@ -95,6 +100,10 @@ class Tally:
             self.passed.append((index, success))
 
     def add_item(self, index: int, item: ItemResult) -> None:
+        if item.triage is not None:
+            self.decided[item.triage.decided_by] += 1
+            if item.triage.decided_by == "judge":
+                self.decided["inside" if item.triage.offline_score is not None else "cannot"] += 1
         self.add(
             index,
             item.repeats or [item.score],
@@ -120,6 +129,8 @@ def item_of(
     apply (``not_applicable``) is an item neither scored nor failed, with its reason and
     details."""
     score, error = result.score, result.error
+    if result.triage is not None and result.triage.decided_by == "offline":
+        judge = "offline"
     if error is None and result.not_applicable is not None:
         return ItemResult(
             case_id=case_id,
@@ -129,6 +140,7 @@ def item_of(
             not_applicable=_masked(result.not_applicable),
             judge=judge,
             details=result.details,
+            triage=result.triage,
         )
     if error is None and not _in_unit_interval(score):
         score, error = None, f"the metric gave the score {score!r}, not a number in [0, 1]"
@@ -143,6 +155,7 @@ def item_of(
         success=None if score is None or pass_mark is None else bool(score >= pass_mark),
         judge=judge,
         details=result.details,
+        triage=result.triage,
     )
 
 
@@ -290,6 +303,35 @@ def summary_of(
     )
 
 
+#: Why a metric of a triage run has no band.
+NO_BAND = "no calibrated offline scorer for this metric and support model"
+NO_JUDGE = "no judge: every item scored offline"
+
+
+def triage_summary(b: BoundMetric, tally: Tally) -> TriageSummary:
+    """What triage did for the metric ``b`` of a triage run, and what it saved (its
+    counter's calls priced as a dry run prices them)."""
+    triage = b.services.triage
+    if b.services.judge is None:
+        return TriageSummary(band=None, note=NO_JUDGE)
+    if triage is None:
+        return TriageSummary(band=None, note=NO_BAND, n_judged=tally.n)
+    saved = None
+    if isinstance(triage.counter, DryRunJudge):
+        [saved] = estimate_of([b.key], {b.key: triage.counter}, tally.n).metrics
+    return TriageSummary(
+        band=b.metric.triage_band(),
+        n_offline=tally.decided["offline"],
+        n_judged=tally.decided["judge"],
+        n_inside_band=tally.decided["inside"],
+        n_offline_cannot=tally.decided["cannot"],
+        saved_calls=saved.calls if saved is not None else 0,
+        saved_prompt_tokens=saved.prompt_tokens if saved is not None else 0,
+        saved_completion_tokens=saved.completion_tokens if saved is not None else 0,
+        saved_cost=saved.cost if saved is not None else None,
+    )
+
+
 def finish_run(
     bound: Sequence[BoundMetric],
     tallies: Mapping[MetricKey, Tally],
@@ -315,7 +357,11 @@ def finish_run(
     judges = [b.judge_name for b in bound if b.judge_name is not None]
     summaries = {
         b.key: summary_of(b.key, tallies[b.key], mode, ledger, b.pass_mark).model_copy(
-            update={"judge": b.judge_name, "settings": settings_of(b.metric)}
+            update={
+                "judge": b.judge_name,
+                "settings": settings_of(b.metric),
+                "triage": triage_summary(b, tallies[b.key]) if config.triage else None,
+            }
         )
         for b in bound
     }

@@ -101,6 +101,22 @@ def run(
             "the rest is 'not run' (exit 4)",
         ),
     ] = None,
+    triage: Annotated[
+        bool,
+        typer.Option(
+            "--triage",
+            help="let the calibrated offline scorer decide the items it is sure of (outside "
+            "its metric's band) and send only the rest to the judge",
+        ),
+    ] = False,
+    triage_band: Annotated[
+        list[str],
+        typer.Option(
+            metavar="METRIC=LOW:HIGH",
+            help="with --triage: the offline scores METRIC sends to the judge (repeatable; "
+            "default: the band measured for its offline scorer)",
+        ),
+    ] = [],  # noqa: B006
     name: Annotated[str | None, typer.Option(help="name the run, to find and follow it")] = None,
     tag: Annotated[list[str], typer.Option(help="KEY=VALUE: tag the run (repeatable)")] = [],  # noqa: B006
     junit: JunitOption = None,
@@ -133,6 +149,8 @@ def run(
         ray=ray,
         dry_run=dry_run,
         max_cost=max_cost,
+        triage=triage,
+        triage_band=triage_band,
         name=name,
         tag=tag,
         junit=junit,

@@ -35,6 +35,8 @@ class RunArgs:
     ray: str | None
     dry_run: bool
     max_cost: float | None
+    triage: bool
+    triage_band: list[str]
     name: str | None
     tag: list[str]
     junit: Path | None

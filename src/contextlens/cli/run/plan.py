@@ -83,6 +83,11 @@ def checked_settings(args: RunArgs) -> Settings:
         raise UsageProblem(f"--max-cost expects a positive number of USD, got {args.max_cost:g}")
     if args.max_cost is not None and args.ray is not None:
         raise UsageProblem("--max-cost caps a run on this machine; run it without --ray")
+    if args.triage and args.judge is None:
+        raise UsageProblem("--triage sends the items the offline scorer is unsure of to a "
+                           "judge: give --judge")
+    if args.triage_band and not args.triage:
+        raise UsageProblem("--triage-band sets a band of --triage: add --triage")
     outputs = Outputs(
         junit=args.junit, markdown=args.markdown, csv=args.csv, junit_items=args.junit_items
     )
@@ -111,6 +116,7 @@ def plan_of(args: RunArgs, settings: Settings, source: Path) -> RunPlan:
     kind = case_kind(source)
     metrics = build_metrics(args.metric or [_default_metric(kind)])
     keys = [key_of(m) for m in metrics]
+    metrics = with_bands(metrics, keys, args.triage_band)
     try:
         gates = parse_gates(args.fail_under, keys, mode=args.fail_mode)  # type: ignore[arg-type]
         pass_marks = parse_pass_marks(args.threshold, keys)
@@ -135,6 +141,35 @@ def plan_of(args: RunArgs, settings: Settings, source: Path) -> RunPlan:
     )
 
 
+def with_bands(metrics: list[Any], keys: list[MetricKey], given: list[str]) -> list[Any]:
+    """``metrics`` with the bands of ``--triage-band METRIC=LOW:HIGH`` set; a usage problem
+    for a malformed one, an unknown metric or one without a triage band."""
+    from contextlens.metrics.registry import UnknownMetricError, match
+
+    out = list(metrics)
+    for text in given:
+        name, _, band = text.partition("=")
+        low, _, high = band.partition(":")
+        try:
+            pair = (float(low), float(high))
+        except ValueError:
+            raise UsageProblem(f"--triage-band expects METRIC=LOW:HIGH, got {text!r}") from None
+        try:
+            k = keys.index(match(name.strip(), keys))
+        except UnknownMetricError as exc:
+            raise UsageProblem(f"--triage-band {text!r}: {exc}") from None
+        if "triage_band" not in out[k].config_type.model_fields:
+            raise UsageProblem(
+                f"--triage-band {text!r}: {keys[k]} has no calibrated offline scorer to "
+                "triage with"
+            )
+        try:
+            out[k] = out[k].replace(triage_band=pair)
+        except (TypeError, ValueError) as exc:
+            raise UsageProblem(f"--triage-band {text!r}: {exc}") from None
+    return out
+
+
 def _config(
     args: RunArgs, settings: Settings, pass_marks: dict[MetricKey, float], source: Path
 ) -> RunConfig:
@@ -157,6 +192,7 @@ RUN_OPTIONS = {
     "store": "--store",
     "thresholds": "--threshold",
     "max_cost": "--max-cost",
+    "triage": "--triage",
     "name": "--name",
     "tags": "--tag",
 }
@@ -179,6 +215,7 @@ def _run_config(
         store=False if args.no_store else args.store,
         thresholds=pass_marks,
         max_cost=args.max_cost,
+        triage=args.triage,
         progress=progress_option("run", args.quiet),
         name=args.name,
         tags=settings.tags,

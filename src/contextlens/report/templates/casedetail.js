@@ -258,6 +258,7 @@ CL.detail = (function () {
         pill(TONE[status], NO_SCORE[status] ? STATUS_TEXT[status] : CL.score(result.score) + " · " + STATUS_TEXT[status],
              { "data-status": status }),
         result.judge ? tag("judge " + result.judge) : null,
+        result.triage ? tag("decided by " + result.triage) : null,
         result.spread !== null && result.spread !== undefined ? tag("± " + CL.score(result.spread) + " over repeats") : null
       ]),
       result.reason ? el("div", { className: "why", text: result.reason }) : null,
