@@ -1,6 +1,6 @@
 """Triage bands for the claim metrics, chosen and measured leave one source out.
 
-    benchmarks/triage.py [--data DIR] [--per-source 400] [--judge-agreement 0.85] [--write]
+    benchmarks/triage.py [--data DIR] [--per-source 400] [--judge-agreement 0.9] [--write]
 
 With ``--triage`` the calibrated offline scorer decides an item whose score is outside its
 metric's band (below ``lower``: fails, above ``upper``: passes, at the pass mark 0.5) and
@@ -95,9 +95,7 @@ def offline_scores(spec: SourceSpec, data: Path, per_source: int) -> Source:
         rows = random.Random(f"{SEED}:{spec.name}").sample(rows, per_source)
     rows = [{**r, "id": f"{k}"} for k, r in enumerate(rows)]
     t0 = time.perf_counter()
-    run = evaluate(
-        _cases(rows), [FaithfulnessMetric()], cache=WORK / "cache", progress=False
-    )
+    run = evaluate(_cases(rows), [FaithfulnessMetric()], cache=WORK / "cache", progress=False)
     by_id = {item.case_id: item.score for item in run.results}
     scores = [by_id.get(str(k)) for k in range(len(rows))]
     labels = [int(r["label"]) for r in rows]
@@ -171,7 +169,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--per-source", type=int, default=400)
-    parser.add_argument("--judge-agreement", type=float, default=0.85)
+    parser.add_argument("--judge-agreement", type=float, default=0.9)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     sources = [offline_scores(spec, args.data, args.per_source) for spec in SPECS]

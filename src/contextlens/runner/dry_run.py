@@ -216,6 +216,7 @@ def estimate_of(
     rows = []
     for key in keys:
         judge = judges.get(key)
+        decided = (triage or {}).get(key)
         tally = judge.tallies.get(key, _Tally()) if judge is not None else _Tally()
         model = judge.model if judge is not None else None
         price_key = judge.price_key if judge is not None else None
@@ -242,8 +243,8 @@ def estimate_of(
                 cost_high=cost(tally.completion_high),
                 tokenizer=tally.tokenizer or "-",
                 completion_source=tally.source if tally.calls else "-",
-                triage_offline=None if key not in (triage or {}) else triage[key]["offline"],
-                triage_judged=None if key not in (triage or {}) else triage[key]["judge"],
+                triage_offline=None if decided is None else decided["offline"],
+                triage_judged=None if decided is None else decided["judge"],
             )
         )
     return CostEstimate(cases=cases, metrics=rows)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 

@@ -84,8 +84,11 @@ def checked_settings(args: RunArgs) -> Settings:
     if args.max_cost is not None and args.ray is not None:
         raise UsageProblem("--max-cost caps a run on this machine; run it without --ray")
     if args.triage and args.judge is None:
-        raise UsageProblem("--triage sends the items the offline scorer is unsure of to a "
-                           "judge: give --judge")
+        raise UsageProblem(
+            "--triage sends the items the offline scorer is unsure of to a judge: give --judge"
+        )
+    if args.triage and args.ray is not None:
+        raise UsageProblem("--triage runs on this machine; run it without --ray")
     if args.triage_band and not args.triage:
         raise UsageProblem("--triage-band sets a band of --triage: add --triage")
     outputs = Outputs(
@@ -160,8 +163,7 @@ def with_bands(metrics: list[Any], keys: list[MetricKey], given: list[str]) -> l
             raise UsageProblem(f"--triage-band {text!r}: {exc}") from None
         if "triage_band" not in out[k].config_type.model_fields:
             raise UsageProblem(
-                f"--triage-band {text!r}: {keys[k]} has no calibrated offline scorer to "
-                "triage with"
+                f"--triage-band {text!r}: {keys[k]} has no calibrated offline scorer to triage with"
             )
         try:
             out[k] = out[k].replace(triage_band=pair)

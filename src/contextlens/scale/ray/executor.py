@@ -93,10 +93,12 @@ class RayExecutor:
 
     def run(self, cases: Iterable[Any], metrics: Sequence[Any], config: RunConfig) -> EvalRun:
         """Evaluate ``cases`` (an iterable, or a ``ray.data.Dataset``) on the cluster with the
-        run's ``config``, as :func:`contextlens.evaluate` would here (a cost cap excepted:
-        it bounds a run on one machine)."""
+        run's ``config``, as :func:`contextlens.evaluate` would here (a cost cap and
+        triage excepted: they run on one machine)."""
         if config.max_cost is not None:
             raise ValueError("max_cost caps a run on this machine; run it without Ray")
+        if config.triage:
+            raise ValueError("triage runs on this machine; run it without Ray")
         cores = checked_metrics(metrics)
         handed = HandedLimits(config.max_concurrency)
         bound = bind_metrics(
