@@ -31,7 +31,17 @@ __all__ = [
 ]
 
 FieldType = Literal[
-    "text", "texts", "id", "ids", "graded_ids", "number", "object", "interactions", "flag", "any"
+    "text",
+    "texts",
+    "id",
+    "ids",
+    "graded_ids",
+    "number",
+    "object",
+    "interactions",
+    "tool_calls",
+    "flag",
+    "any",
 ]
 
 
@@ -67,6 +77,11 @@ class CaseField:
             "number": "a number",
             "object": "an object (in CSV a JSON object, or a Python dict as pandas writes it)",
             "interactions": "a list of interaction objects",
+            "tool_calls": (
+                "a list of tool calls, each with a name and an output (DeepEval's ToolCall, "
+                "OpenAI's function call with its result, or an MCP call with its content; in "
+                "CSV a JSON array)"
+            ),
             "flag": "true or false",
             "any": "any value, kept as given",
         }[self.type]
@@ -196,10 +211,14 @@ _META_DOC = (
     "with the case, never scored"
 )
 
+_TOOLS_DOC = (
+    "optional; the case's tool calls with their outputs: evidence beside the retrieved chunks "
+    "for faithfulness, context recall and the claim diagnostics (shown as tool blocks)"
+)
+
 #: DeepEval's ``LLMTestCase`` fields that no metric here reads, with their types: a DeepEval
 #: test case is taken as it is, and they are kept with the case.
 _DEEPEVAL_UNREAD: tuple[tuple[str, FieldType], ...] = (
-    ("tools_called", "any"),
     ("expected_tools", "any"),
     ("comments", "text"),
     ("tags", "texts"),
@@ -207,7 +226,6 @@ _DEEPEVAL_UNREAD: tuple[tuple[str, FieldType], ...] = (
     ("completion_time", "number"),
     ("flaky", "flag"),
     ("mcp_servers", "any"),
-    ("mcp_tools_called", "any"),
     ("mcp_resources_called", "any"),
     ("mcp_prompts_called", "any"),
     ("custom_column_key_values", "object"),
@@ -278,6 +296,12 @@ TEST_CASE_FIELDS = FieldTable(
             "relevance (0: judged not relevant)",
             aliases=("reference_context_ids", "expected_ids"),
         ),
+        CaseField("tools_called", "tool_calls", _TOOLS_DOC),
+        CaseField(
+            "mcp_tools_called",
+            "tool_calls",
+            "optional; DeepEval's MCP tool calls, read as tools_called is",
+        ),
         CaseField(
             "multimodal",
             "flag",
@@ -342,7 +366,7 @@ INTERACTION_FIELDS = FieldTable(
         CaseField(
             "retrieved_ids", "ids", "optional; the ids of this turn's retrieved chunks, best first"
         ),
-        CaseField("tools_called", "any", "optional; the tools this turn called (kept, not scored)"),
+        CaseField("tools_called", "tool_calls", _TOOLS_DOC.replace("case's", "turn's")),
         CaseField(
             "agentic", "object", "optional (null allowed); the agent's own trace (kept, not scored)"
         ),

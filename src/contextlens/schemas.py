@@ -215,7 +215,9 @@ class Batch(CaseModel):
     """The chunks retrieved for this turn, best first (None: the turn retrieved nothing)."""
     retrieved_ids: list[ChunkId] | None = None
     """The ids of this turn's retrieved chunks, best first."""
-    tools_called: Any = None
+    tools_called: list[ToolCall] | None = None
+    """The tools this turn called, with their outputs: evidence beside the turn's chunks for
+    the turn claim metrics."""
     agentic: dict[str, Any] | None = Field(default_factory=dict)
     ground_truth_agentic: dict[str, Any] | None = Field(default_factory=dict)
     logprobs: dict[str, Any] | None = Field(default_factory=dict)
@@ -227,6 +229,11 @@ class Batch(CaseModel):
     @classmethod
     def _no_query(cls, value: Any) -> Any:
         return "" if value is None else value
+
+    @field_validator("tools_called", mode="before")
+    @classmethod
+    def _tool_calls(cls, value: Any) -> Any:
+        return tool_calls(value, "tools_called")
 
     @field_validator("retrieved_ids")
     @classmethod

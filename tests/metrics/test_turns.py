@@ -8,7 +8,12 @@ import pytest
 from contextlens import evaluate
 from contextlens.errors import InputError
 from contextlens.loaders import load_cases
-from contextlens.metrics.turns import NO_CHUNKS, TurnContextRecall, TurnFaithfulness
+from contextlens.metrics.turns import (
+    NO_CHUNKS,
+    NO_EVIDENCE,
+    TurnContextRecall,
+    TurnFaithfulness,
+)
 from contextlens.schemas import Batch, Dataset
 from contextlens.stats import FrequentistMode
 from contextlens.testing import FakeOpenAIServer
@@ -91,7 +96,7 @@ def test_a_sessions_file_is_judged_once_per_turn_with_chunks(sessions_file):
     museum = found["museum"]
     t1, t2, t3 = museum.details.turns
     assert (t1.score, t2.score) == (1.0, 1.0)
-    assert t3.score is None and t3.not_applicable == NO_CHUNKS
+    assert t3.score is None and t3.not_applicable == NO_EVIDENCE
     assert (museum.details.n_turns, museum.details.n_not_applicable) == (3, 1)
     assert "1 of 3 turns not applicable, first t3" in museum.reason
     cafe = found["cafe"]
@@ -178,7 +183,8 @@ def test_each_turn_metric_runs_offline_and_counts_the_turn_without_chunks(name):
     run = evaluate(sessions, [name], progress=False)
     museum = by_session(run)["museum"]
     assert museum.details.n_not_applicable >= 1
-    assert museum.details.turns[2].not_applicable == NO_CHUNKS
+    claims = name in ("turn-faithfulness", "turn-context-recall")
+    assert museum.details.turns[2].not_applicable == (NO_EVIDENCE if claims else NO_CHUNKS)
     assert museum.details.judge == "offline"
     scored = [t for t in museum.details.turns if t.score is not None]
     for t in scored:
@@ -219,3 +225,56 @@ def test_flat_rows_carry_each_turns_chunks_and_a_repeated_id_is_refused(tmp_path
     assert result.details.turns[1].not_applicable == NO_CHUNKS  # an empty cell: none retrieved
     with pytest.raises(ValueError, match="listed twice"):
         Batch(qa_id="q", assistant="a", retrieval_context=["x", "y"], retrieved_ids=["c1", "c1"])
+
+
+WEATHER = {
+    "type": "function",
+    "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+    "output": "Paris is sunny at 18 degrees.",
+}
+
+
+def test_a_turns_tool_outputs_are_its_evidence(tmp_path):
+    path = tmp_path / "agent.jsonl"
+    session = {
+        "session_id": "trip",
+        "assistant_id": "agent",
+        "context": "You plan trips.",
+        "conversation": [
+            turn(
+                "w1", "Weather in Paris?", "Paris is sunny at 18 degrees.", tools_called=[WEATHER]
+            ),
+            turn("w2", "And Rome?", "Rome is rainy.", tools_called=[{"name": "weather"}]),
+        ],
+    }
+    path.write_text(json.dumps(session) + "\n")
+    _, found = load_cases(path)
+    [loaded] = list(found)
+    assert loaded.conversation[0].tools_called[0].output == WEATHER["output"]
+    run, calls, requests = run_judged([loaded], ["turn-faithfulness"])
+    assert calls == 1  # w2's tool has no output: no evidence, not judged
+    assert (
+        "the output of the tool call tools_called[0] (weather)"
+        in requests[0]["messages"][1]["content"]
+    )
+    [result] = run.results
+    w1, w2 = result.details.turns
+    [claim] = w1.details.claims
+    assert w1.score == 1.0 and claim.tool == "tools_called[0] (weather)" and claim.chunk is None
+    assert w2.score is None and w2.not_applicable == NO_EVIDENCE
+
+
+def test_a_turns_tool_call_that_is_not_one_names_its_line(tmp_path):
+    path = tmp_path / "agent.jsonl"
+    session = {
+        "session_id": "trip",
+        "assistant_id": "agent",
+        "context": "c",
+        "conversation": [turn("w1", "q", "a", tools_called=[{"output": "18 degrees"}])],
+    }
+    path.write_text(json.dumps(session) + "\n")
+    with pytest.raises(InputError) as error:
+        list(load_cases(path)[1])
+    message = str(error.value)
+    assert "agent.jsonl:1: field 'conversation[0].tools_called'" in message
+    assert "tools_called[0] is not a tool call: name" in message

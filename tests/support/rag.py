@@ -48,9 +48,11 @@ def _block(prompt: str, tag: str) -> str:
 
 
 def chunks_of(prompt: str) -> list[str]:
-    """The texts of the prompt's numbered chunk blocks, in order."""
-    found = re.findall(r"Chunk \d+:\n<chunk_([0-9a-f]+)>\n(.*?)\n</chunk_\1>", prompt, re.S)
-    return [text for _mark, text in found]
+    """The texts of the prompt's numbered chunk and tool blocks, in order."""
+    found = re.findall(
+        r"Chunk \d+[^\n]*:\n<(chunk|tool)_([0-9a-f]+)>\n(.*?)\n</\1_\2>", prompt, re.S
+    )
+    return [text for _tag, _mark, text in found]
 
 
 def rule_reply(request: dict) -> str:

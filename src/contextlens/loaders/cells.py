@@ -69,7 +69,11 @@ def typed_cell(value: Any, kind: FieldType, column: str, file: str, line: int | 
         return str(value) if _whole_number(value) else value
     if kind == "object":
         return object_cell(value, column, file, line)
-    if kind == "interactions" and isinstance(value, str) and value.strip().startswith("["):
+    if (
+        kind in ("interactions", "tool_calls")
+        and isinstance(value, str)
+        and value.strip().startswith("[")
+    ):
         return _structured(value.strip(), column, file, line)
     if not isinstance(value, str):
         return value

@@ -23,7 +23,7 @@ class ContextRecallDetails(ClaimsDetails):
 @metric(
     "context-recall",
     aliases=("ContextualRecallMetric", "ContextRecall", "LLMContextRecall"),
-    reads=("input", "expected_output", "retrieval_context"),
+    reads=("input", "expected_output", "retrieval_context", "tools_called", "mcp_tools_called"),
     requires=("expected_output", "retrieval_context"),
 )
 class ContextRecallMetric(ClaimMetric):

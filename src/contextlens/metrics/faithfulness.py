@@ -23,7 +23,7 @@ class FaithfulnessDetails(ClaimsDetails):
 @metric(
     "faithfulness",
     aliases=("FaithfulnessMetric", "Faithfulness", "groundedness"),
-    reads=("input", "actual_output", "retrieval_context"),
+    reads=("input", "actual_output", "retrieval_context", "tools_called", "mcp_tools_called"),
     requires=("actual_output", "retrieval_context"),
 )
 class FaithfulnessMetric(ClaimMetric):

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field, field_validator
 from contextlens.fields import unmet_requirement
 from contextlens.judges.base import Judge
 from contextlens.metrics.base import ReaderDetails, Services
-from contextlens.metrics.claims import ClaimConfig, ClaimsDetails
+from contextlens.metrics.claims import ClaimConfig, ClaimMetric, ClaimsDetails
 from contextlens.metrics.config import MetricConfig
 from contextlens.metrics.context_precision_ranked import (
     RankedPrecisionConfig,
@@ -58,6 +58,7 @@ from contextlens.stats.modes import weighted_estimate
 
 __all__ = [
     "NO_CHUNKS",
+    "NO_EVIDENCE",
     "TurnContextPrecisionRanked",
     "TurnContextRecall",
     "TurnContextualRelevancy",
@@ -73,6 +74,8 @@ D = TypeVar("D", bound=MetricDetails)
 
 #: Why a turn without retrieved chunks is not scored.
 NO_CHUNKS = "not applicable: the turn has no retrieval_context"
+#: Why a turn without retrieved chunks or tool outputs is not scored by a claim metric.
+NO_EVIDENCE = "not applicable: the turn has no retrieval_context and no tool output"
 
 #: The turn field each field of the single-case metrics is read from.
 _TURN_FIELD = {
@@ -156,6 +159,8 @@ def turn_case(
     earlier = session.conversation[max(0, index - history_turns) : index] if history_turns else []
     question = batch.query
     chunks = batch.retrieval_context
+    if chunks is None and batch.tools_called:  # the tool outputs are its evidence
+        chunks = []
     if earlier:
         lines = ["Earlier turns of this conversation:"]
         for b in earlier:
@@ -172,6 +177,7 @@ def turn_case(
         expected_output=batch.ground_truth_assistant or None,
         retrieval_context=chunks,
         retrieved_ids=batch.retrieved_ids,
+        tools_called=batch.tools_called,
     )
 
 
@@ -188,6 +194,8 @@ class TurnMetric(Metric[Dataset], Generic[D]):
     per_turn: ClassVar[bool] = True
     wraps: ClassVar[type[Metric[ModelTestCase]]]
     earlier_as_chunk: ClassVar[bool] = False
+    #: Whether the turn's tool outputs are evidence beside its chunks (the claim metrics).
+    tools_are_evidence: ClassVar[bool] = False
     config: TurnSettings
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -195,6 +203,7 @@ class TurnMetric(Metric[Dataset], Generic[D]):
         if "wraps" in cls.__dict__:
             cls.prompts = cls.wraps.prompts
             cls.offline_models = cls.wraps.offline_models
+            cls.tools_are_evidence = issubclass(cls.wraps, ClaimMetric)
 
     def inner(self) -> Metric[ModelTestCase]:
         """The wrapped single-case metric, set as this one is (its own settings only)."""
@@ -237,8 +246,12 @@ class TurnMetric(Metric[Dataset], Generic[D]):
         judged: bool,
     ) -> TurnVerdict[Any]:
         batch = session.conversation[index]
-        if not any(c.strip() for c in batch.retrieval_context or []):  # nothing retrieved
-            return TurnVerdict(qa_id=batch.qa_id, score=None, not_applicable=NO_CHUNKS)
+        tools = self.tools_are_evidence and any(
+            (call.output or "").strip() for call in batch.tools_called or []
+        )
+        if not tools and not any(c.strip() for c in batch.retrieval_context or []):
+            why = NO_EVIDENCE if self.tools_are_evidence else NO_CHUNKS
+            return TurnVerdict(qa_id=batch.qa_id, score=None, not_applicable=why)
         case = turn_case(
             session,
             index,
@@ -329,6 +342,7 @@ def _earlier_claims(details: ClaimsDetails, n_chunks: int) -> ClaimsDetails:
 
 
 _READS = ("session_id", "conversation", "query", "assistant", "retrieval_context", "weight")
+_CLAIM_READS = (*_READS, "tools_called")
 
 
 class TurnFaithfulnessDetails(TurnDetails[FaithfulnessDetails]):
@@ -350,7 +364,7 @@ class TurnRecallDetails(TurnDetails[ContextRecallDetails]):
 @metric(
     "turn-faithfulness",
     aliases=("TurnFaithfulness", "TurnFaithfulnessMetric"),
-    reads=_READS,
+    reads=_CLAIM_READS,
     requires=("session_id", "conversation"),
 )
 class TurnFaithfulness(TurnMetric[FaithfulnessDetails]):
@@ -405,7 +419,7 @@ class TurnContextPrecisionRanked(TurnMetric[RankedPrecisionDetails]):
 @metric(
     "turn-context-recall",
     aliases=("TurnContextRecall", "TurnContextualRecallMetric"),
-    reads=(*_READS, "ground_truth_assistant"),
+    reads=(*_CLAIM_READS, "ground_truth_assistant"),
     requires=("session_id", "conversation"),
 )
 class TurnContextRecall(TurnMetric[ContextRecallDetails]):
