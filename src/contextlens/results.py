@@ -152,6 +152,25 @@ class TriageSummary(BaseModel):
         )
 
 
+class Breakdown(BaseModel):
+    """What a metric's scored items say besides their scores, over the run: how many fall
+    in each ``cells`` of a cross (sufficient context by answer), and the mean of each of
+    ``means`` (the diagnostics' shares) over the ``n_means`` items it counts."""
+
+    cells: dict[str, int] = Field(default_factory=dict)
+    means: dict[str, float] = Field(default_factory=dict)
+    n_means: dict[str, int] = Field(default_factory=dict)
+
+    def line(self) -> str:
+        """One line for the terminal and the report."""
+        parts = [f"{n} {cell}" for cell, n in self.cells.items()]
+        parts += [
+            f"{name.replace('_', ' ')} {mean:.2f} (of {self.n_means.get(name, 0)})"
+            for name, mean in self.means.items()
+        ]
+        return "; ".join(parts)
+
+
 class MetricSummary(BaseModel):
     """Aggregate of one metric over the run: the scored items' mean and its interval, and the
     share of them that reached the pass mark (``threshold``) with its interval.
@@ -190,6 +209,9 @@ class MetricSummary(BaseModel):
     ``threshold``)."""
     triage: TriageSummary | None = None
     """In a triage run: who decided its items and what that saved."""
+    breakdown: Breakdown | None = None
+    """For a metric whose items say more than a score (sufficient context's cells, the
+    diagnostics' shares): that, over its scored items."""
 
     @field_validator("accounting", mode="before")
     @classmethod

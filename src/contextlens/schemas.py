@@ -4,6 +4,8 @@ by, and the result a metric returns."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -38,6 +40,7 @@ __all__ = [
     "Batch",
     "CaseModel",
     "Dataset",
+    "ItemBreakdown",
     "IterationLevel",
     "LLMTestCase",
     "MetricDetails",
@@ -464,6 +467,21 @@ class MetricDetails(BaseModel):
     raw_reply: str | None = None
     max_prompt_tokens: int | None = None
     max_embed_tokens: int | None = None
+
+    def breakdown(self) -> ItemBreakdown | None:
+        """What a scored item adds to its metric's breakdown over the run (a cell of a
+        cross, shares averaged over the items); None for a metric that has none."""
+        return None
+
+
+@dataclass(frozen=True)
+class ItemBreakdown:
+    """A scored item's part in its metric's run breakdown
+    (:class:`~contextlens.results.Breakdown`): the ``cell`` it falls in, and ``shares`` to
+    average over the run (a share of None: the item does not count towards it)."""
+
+    cell: str | None = None
+    shares: Mapping[str, float | None] = field(default_factory=dict)
 
 
 class TriageBand(BaseModel):

@@ -67,6 +67,7 @@ def test_the_built_in_metrics_are_found_without_being_named_anywhere():
         "context-similarity",
         "contextual-relevancy",
         "faithfulness",
+        "rag-diagnostics",
         "retrieval",
         "sufficient-context",
         "turn-context-precision-ranked",

@@ -86,6 +86,12 @@ def test_the_crosstab_counts_answers_given_on_insufficient_context():
     assert table.cells["insufficient, abstained"] == 1
     assert table.cells["sufficient, answered"] == 1
     assert table.answered_on_insufficient_share == 0.5
+    breakdown = run.summaries["sufficient-context"].breakdown
+    assert breakdown.cells == {k: v for k, v in table.cells.items() if v}
+    # of the two answers given, one was given on insufficient context
+    assert breakdown.means == {"answers given on insufficient context": 0.5}
+    assert breakdown.n_means == {"answers given on insufficient context": 2}
+    assert "1 insufficient, answered" in breakdown.line()
 
 
 def test_with_a_judge_one_call_per_case_and_the_cell_of_each():

@@ -52,7 +52,7 @@ from contextlens.offline.language import unread_texts
 from contextlens.offline.query import lexical_features, profile, term_set
 from contextlens.offline.relevance import RelevanceItem
 from contextlens.offline.routes import relevance_route, score_relevance_routed
-from contextlens.schemas import MetricResult, ModelTestCase
+from contextlens.schemas import ItemBreakdown, MetricResult, ModelTestCase
 
 __all__ = [
     "CELLS",
@@ -100,6 +100,14 @@ class SufficiencyDetails(ReaderDetails):
     abstention: str | None = None
     cell: Cell | None = None
     latency: float | None = None
+
+    def breakdown(self) -> ItemBreakdown | None:
+        """Its cell of the 2x2, and whether an answer was given on insufficient context
+        (counted over the answered items)."""
+        on_insufficient = None if not self.answered else float(self.sufficient is False)
+        return ItemBreakdown(
+            cell=self.cell, shares={"answers given on insufficient context": on_insufficient}
+        )
 
 
 class SufficientVerdict(Reply):

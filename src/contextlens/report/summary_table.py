@@ -109,6 +109,7 @@ def summary_table(run: Any, *, title: str | None = None, duration: str | None = 
     if "tokens" in headers:
         legend.append("tokens in/out")
     legend += [f"{s.metric}: {s.triage.line()}" for s in summaries if s.triage is not None]
+    legend += [f"{s.metric}: {s.breakdown.line()}" for s in summaries if s.breakdown is not None]
     legend.append(
         "time: the metric's wall time, while any of its items was being scored (the metrics "
         "of a case are scored at once, so their times overlap)"

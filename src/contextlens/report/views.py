@@ -151,9 +151,6 @@ class Collected:
     failures: list[Row] = field(default_factory=list)
     n_items: int = 0
     n_failures: int = 0
-    cells: dict[str, int] = field(default_factory=dict)
-    """Items by the cell of a cross their details name (``details.cell``, e.g. sufficient
-    context's ``"insufficient, answered"``)."""
 
 
 def _row(item: Any) -> Row:
@@ -198,9 +195,27 @@ def collect_item(out: dict[str, Collected], item: Any) -> None:
         bucket.n_failures += 1
         if len(bucket.failures) < 50:
             bucket.failures.append(row)
-    cell = get(get(item, "details") or {}, "cell")
-    if isinstance(cell, str) and not get(item, "not_applicable"):
-        bucket.cells[cell] = bucket.cells.get(cell, 0) + 1
+
+
+def breakdown_stats(breakdown: Any) -> list[Stat]:
+    """A metric's breakdown (the summary's): the items of each cell of a cross with, for
+    sufficient context's 2x2, the answers given on insufficient context among the
+    insufficient ones; and the mean of each share (the diagnostics')."""
+    if not breakdown:
+        return []
+    cells = get(breakdown, "cells") or {}
+    counted = get(breakdown, "n_means") or {}
+    means = [
+        Stat(
+            name[0].upper() + name[1:].replace("_", " "),
+            fmt_score(mean),
+            f"share:{name}",
+            mean,
+            hint=f"mean of {fmt_count(counted.get(name, 0))} items",
+        )
+        for name, mean in (get(breakdown, "means") or {}).items()
+    ]
+    return cell_stats(cells) + means
 
 
 def cell_stats(cells: dict[str, int]) -> list[Stat]:
@@ -332,7 +347,7 @@ def metric_view(name: str, summary: Any, bucket: Collected, index: int) -> Metri
     spread = finite(get(summary, "judge_spread"))
     if spread is not None:
         stats.append(Stat("Judge spread", fmt_score(spread), "judge_spread", spread))
-    stats += cell_stats(bucket.cells)
+    stats += breakdown_stats(get(summary, "breakdown"))
     stats += accounting_stats(get(summary, "accounting"))
     stats += triage_stats(get(summary, "triage"))
     return MetricView(

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from contextlens.metrics.base import DEFAULT_PASS
 from contextlens.metrics.settings import settings_of
 from contextlens.provenance import current_provenance
 from contextlens.redact import redact
-from contextlens.results import EvalRun, ItemResult, MetricSummary, TriageSummary
+from contextlens.results import Breakdown, EvalRun, ItemResult, MetricSummary, TriageSummary
 from contextlens.runner.binding import BoundMetric
 from contextlens.runner.config import RunConfig
 from contextlens.runner.dry_run import DryRunJudge, estimate_of
@@ -56,6 +57,10 @@ class Tally:
     seconds: float = 0.0
     in_progress: int = 0
     busy_since: float = 0.0
+    cells: Counter[str] = field(default_factory=Counter)
+    """The scored items by the cell of their breakdown (:class:`ItemBreakdown`)."""
+    share_sums: dict[str, float] = field(default_factory=dict)
+    share_counts: Counter[str] = field(default_factory=Counter)
     decided: Counter[str] = field(default_factory=Counter)
     """In a triage run: items by who decided them (``offline``, ``judge``) and, for the
     judged, why (``inside``: inside the band; ``cannot``: not scorable offline)."""
@@ -100,6 +105,14 @@ class Tally:
             self.passed.append((index, success))
 
     def add_item(self, index: int, item: ItemResult) -> None:
+        part = item.details.breakdown() if item.score is not None else None
+        if part is not None:
+            if part.cell is not None:
+                self.cells[part.cell] += 1
+            for name, value in part.shares.items():
+                if value is not None:
+                    self.share_sums[name] = self.share_sums.get(name, 0.0) + value
+                    self.share_counts[name] += 1
         if item.triage is not None:
             self.decided[item.triage.decided_by] += 1
             if item.triage.decided_by == "judge":
@@ -254,7 +267,7 @@ def summary_of(
     ordered = sorted(tally.scores, key=lambda pair: pair[0])
     rows = [s for _, s in ordered if any(v is not None for v in s)]
     accounting = ledger.by_metric().get(key)
-    base = {
+    base: dict[str, Any] = {
         "metric": key,
         "n": tally.n,
         "n_scored": len(rows),
@@ -267,6 +280,12 @@ def summary_of(
         "threshold": pass_mark,
         **_pass_rate(tally, mode, key),
     }
+    if tally.cells or tally.share_counts:
+        base["breakdown"] = Breakdown(
+            cells=dict(sorted(tally.cells.items())),
+            means={n: round(v / tally.share_counts[n], 6) for n, v in tally.share_sums.items()},
+            n_means=dict(tally.share_counts),
+        )
     if not rows:
         return MetricSummary(mean=None, **base)
     k = max(len(r) for r in rows)
