@@ -1,5 +1,6 @@
-"""The report's evidence of the citations and sufficient-context metrics: each claim's
-citations with the wrong-source and dangling ones marked, and the case's cell of the 2x2."""
+"""The report's evidence of the citations, sufficient-context and diagnostics metrics and of
+tool calls: each claim's citations with the wrong-source and dangling ones marked, the case's
+cell of the 2x2, what each answer claim is, and which claims rest on which tool output."""
 
 from __future__ import annotations
 
@@ -59,3 +60,45 @@ def test_the_metric_figures_count_the_answers_given_on_insufficient_context() ->
     stat = view.stat["answered_on_insufficient"]
     assert stat.text == "1 of 2 (50%)" and stat.tone == "bad"
     assert view.stat["cell:insufficient, abstained"].raw == 1
+
+
+def test_the_tool_use_view_says_which_claims_rest_on_which_tool_output() -> None:
+    case = ModelTestCase(
+        input="What is the weather in Oslo, and what is the capital of Norway?",
+        actual_output="It is 3 degrees and raining in Oslo. Oslo is the capital of Norway.",
+        retrieval_context=["Oslo is the capital of Norway."],
+        tools_called=[
+            {
+                "name": "weather",
+                "input_parameters": {"city": "Oslo"},
+                "output": "Oslo: 3 degrees, raining.",
+            },
+            {"name": "calendar", "input_parameters": {}, "output": "No events today."},
+        ],
+    )
+    [item] = evaluate([case], ["faithfulness"], progress=False).results
+    shown = evidence_of(item.details, case).to_json()
+    [tools] = [t for t in shown["tables"] if t["title"] == "Tool use"]
+    rows = _cells(tools)
+    assert rows[0][0] == "tools_called[0] (weather)" and rows[0][3] == "#1 (supported)"
+    assert rows[1][0] == "tools_called[1] (calendar)"
+    assert rows[1][3] == "none: no claim rests on its output"
+    assert dict(shown["facts"])["claims resting on a tool output"] == "1 of 2"
+
+
+def test_the_diagnostics_show_what_each_answer_claim_is() -> None:
+    case = ModelTestCase(
+        input="How tall is the Eiffel Tower?",
+        actual_output="The Eiffel Tower is 330 metres tall. The Eiffel Tower is painted blue.",
+        expected_output="The Eiffel Tower is 330 metres tall.",
+        retrieval_context=["The Eiffel Tower is 330 metres tall.", "The Louvre is a museum."],
+    )
+    [item] = evaluate([case], ["rag-diagnostics"], progress=False).results
+    shown = evidence_of(item.details, case).to_json()
+    answer = _cells(next(t for t in shown["tables"] if t["title"] == "Claims of the answer"))
+    assert [row[2] for row in answer] == ["correct, supported", "hallucination"]
+    assert answer[0][3] == "#1"
+    facts = dict(shown["facts"])
+    assert facts["hallucination"] == "0.500" and facts["method"] == "offline"
+    assert [m["tone"] for m in shown["marks"]] == ["good", "bad"]
+    assert "relevant" in shown["chunks"]["0"][0]["label"]

@@ -30,6 +30,7 @@ from contextlens.metrics.turns import TurnDetails
 from contextlens.offline.text import sentences
 from contextlens.report.format import fmt_score
 from contextlens.schemas import Dataset, MetricDetails, ModelTestCase
+from contextlens.tools import ToolCall
 
 __all__ = ["MAX_TEXT", "Evidence", "clip", "evidence_of", "readable"]
 
@@ -137,17 +138,27 @@ class Texts:
     retrieved_ids: list[str] | None = None
     relevant_ids: dict[str, float] | None = None
     turn_chunks: dict[str, list[str]] | None = None
+    turn_tools: dict[str, list[ToolCall]] | None = None
+    tools: list[tuple[str, ToolCall]] = field(default_factory=list)
+    """The case's tool calls with their labels (``tools_called[0] (weather)``)."""
 
 
-def _texts(case: Any, chunks: Sequence[str] | None = None) -> Texts:
+def _texts(case: Any, chunks: Sequence[str] | None = None, tools: Sequence[ToolCall] = ()) -> Texts:
     if chunks is not None:
-        return Texts(list(chunks))
+        labelled = [(f"tools_called[{k}] ({call.name})", call) for k, call in enumerate(tools)]
+        return Texts(list(chunks), tools=labelled)
     if isinstance(case, ModelTestCase):
         relevant = grades_of(case.relevant_ids) if case.relevant_ids is not None else None
-        return Texts(list(case.retrieval_context or []), case.retrieved_ids, relevant)
+        calls = [
+            (f"{name}[{k}] ({call.name})", call)
+            for name in ("tools_called", "mcp_tools_called")
+            for k, call in enumerate(getattr(case, name) or [])
+        ]
+        return Texts(list(case.retrieval_context or []), case.retrieved_ids, relevant, tools=calls)
     if isinstance(case, Dataset):
         return Texts(
-            turn_chunks={b.qa_id: list(b.retrieval_context or []) for b in case.conversation}
+            turn_chunks={b.qa_id: list(b.retrieval_context or []) for b in case.conversation},
+            turn_tools={b.qa_id: list(b.tools_called or []) for b in case.conversation},
         )
     return Texts()
 
@@ -285,9 +296,7 @@ def _claims(details: ClaimsDetails, texts: Texts, ev: Evidence) -> None:
     if table.rows:
         ev.tables.append(table)
     ev.facts.append(("supported claims", f"{details.supported} of {details.total}"))
-    on_tools = [f"claim {n}: {c.tool}" for n, c in enumerate(details.claims, 1) if c.tool]
-    if on_tools:
-        ev.facts.append(("claims closest to a tool output", "; ".join(on_tools)))
+    _tool_use(details, texts, ev)
     if details.abstention:
         ev.facts.append(("abstains", details.abstention.replace("_", " ")))
     if details.method:
@@ -295,6 +304,42 @@ def _claims(details: ClaimsDetails, texts: Texts, ev: Evidence) -> None:
     _duplicates(details.duplicates, ev)
     if details.latency is not None:
         ev.facts.append(("judge latency", f"{details.latency:.2f} s"))
+
+
+def _tool_use(details: ClaimsDetails, texts: Texts, ev: Evidence) -> None:
+    """The tool-use view: each tool call of the case with the claims that rest on its
+    output (their numbers and verdicts), a call no claim rests on said to be unused."""
+    resting: dict[str, list[tuple[int, str]]] = {}
+    for n, claim in enumerate(details.claims, 1):
+        if claim.tool:
+            resting.setdefault(claim.tool, []).append((n, claim.verdict))
+    labels = [label for label, _ in texts.tools] or list(resting)
+    if not labels:
+        return
+    calls = dict(texts.tools)
+    table = Table("Tool use", ["tool call", "input", "output", "claims resting on it"])
+    for label in labels:
+        call = calls.get(label)
+        claims = resting.get(label, [])
+        supported = sum(v == "yes" for _, v in claims)
+        said = (
+            ", ".join(f"#{n} ({'supported' if v == 'yes' else 'not supported'})" for n, v in claims)
+            if claims
+            else "none: no claim rests on its output"
+        )
+        tone = "" if not claims else "good" if supported == len(claims) else "bad"
+        table.add(
+            [
+                label,
+                readable(call.input) if call is not None else "—",
+                clip(call.output, 2000) if call is not None and call.output else "—",
+                {"text": said, "tone": tone} if tone else said,
+            ],
+            tone,
+        )
+    ev.tables.append(table)
+    on_tools = sum(len(v) for v in resting.values())
+    ev.facts.append(("claims resting on a tool output", f"{on_tools} of {details.total}"))
 
 
 def _duplicates(groups: Sequence[Any] | None, ev: Evidence) -> None:
@@ -478,7 +523,8 @@ def _turns(details: TurnDetails[Any], texts: Texts, ev: Evidence) -> None:
             "weight": turn.weight,
         }
         if turn.details is not None:
-            inner = evidence_of(turn.details, None, chunks)
+            tools = (texts.turn_tools or {}).get(turn.qa_id, [])
+            inner = evidence_of(turn.details, None, chunks, tools)
             if inner.chunks:
                 note["chunks"] = {str(k): v for k, v in sorted(inner.chunks.items())}
             for mark in inner.marks:
@@ -560,13 +606,16 @@ def _own_fields(details: MetricDetails, ev: Evidence) -> None:
 
 
 def evidence_of(
-    details: Any, case: ModelTestCase | Dataset | None = None, chunks: Sequence[str] | None = None
+    details: Any,
+    case: ModelTestCase | Dataset | None = None,
+    chunks: Sequence[str] | None = None,
+    tools: Sequence[ToolCall] = (),
 ) -> Evidence:
     """The evidence of one item's ``details`` on its ``case`` (None: the run did not record
     it; the evidence then stands without the case's texts), or on the retrieved ``chunks``
-    of one turn."""
+    and the ``tools`` calls of one turn."""
     ev = Evidence()
-    texts = _texts(case, chunks)
+    texts = _texts(case, chunks, tools)
     reader = _reader(type(details))
     if reader is not None:
         reader(details, texts, ev)

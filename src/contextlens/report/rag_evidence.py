@@ -6,6 +6,7 @@ to :data:`contextlens.report.evidence.READERS` (the report package imports it)."
 from __future__ import annotations
 
 from contextlens.metrics.citations import CitationsDetails
+from contextlens.metrics.diagnostics import DiagnosticClaim, DiagnosticsDetails
 from contextlens.metrics.sufficient_context import SufficiencyDetails
 from contextlens.report.evidence import (
     READERS,
@@ -19,7 +20,7 @@ from contextlens.report.evidence import (
 )
 from contextlens.report.format import fmt_score
 
-__all__ = ["citations_evidence", "sufficiency_evidence"]
+__all__ = ["citations_evidence", "diagnostics_evidence", "sufficiency_evidence"]
 
 
 def citations_evidence(details: CitationsDetails, texts: Texts, ev: Evidence) -> None:
@@ -117,5 +118,69 @@ def sufficiency_evidence(details: SufficiencyDetails, texts: Texts, ev: Evidence
         ev.facts.append(("judge latency", f"{details.latency:.2f} s"))
 
 
+_KIND_TONES = {
+    "correct, supported": "good",
+    "self-knowledge": "accent",
+    "noise, relevant chunk": "bad",
+    "noise, irrelevant chunk": "bad",
+    "hallucination": "bad",
+}
+
+
+def _chunk_list(claim: DiagnosticClaim) -> str:
+    return ", ".join(f"#{i + 1}" for i in claim.supported_by) or "none"
+
+
+def diagnostics_evidence(details: DiagnosticsDetails, texts: Texts, ev: Evidence) -> None:
+    """Each answer claim with what it is (correct and supported, self-knowledge, noise from
+    a relevant or an irrelevant chunk, hallucination), marked in the answer; the reference's
+    claims; the relevant chunks noted; every share as a fact."""
+    answer = Table(
+        "Claims of the answer", ["#", "claim", "kind", "supported by", "in the reference", "reason"]
+    )
+    for n, claim in enumerate(details.answer_claims, 1):
+        tone = _KIND_TONES.get(claim.kind or "", "")
+        ev.mark("output", claim.claim, tone, f"claim {n}: {claim.kind}", str(n))
+        answer.add(
+            [
+                str(n),
+                clip(claim.claim, 2000),
+                {"text": claim.kind or "—", "tone": tone},
+                _chunk_list(claim),
+                readable(claim.in_other == "yes"),
+                clip(claim.reason, 2000) or "—",
+            ],
+            tone,
+        )
+    reference = Table(
+        "Claims of the reference", ["#", "claim", "held by", "in the answer", "reason"]
+    )
+    for n, claim in enumerate(details.reference_claims, 1):
+        stated = claim.in_other == "yes"
+        reference.add(
+            [
+                str(n),
+                clip(claim.claim, 2000),
+                _chunk_list(claim),
+                readable(stated),
+                clip(claim.reason, 2000) or "—",
+            ],
+            "good" if stated else "bad" if claim.supported_by else "",
+        )
+    ev.tables += [t for t in (answer, reference) if t.rows]
+    for i in details.relevant_chunks:
+        ev.note(i, kind="value", label="relevant: holds a claim of the reference", value=None)
+    if details.diagnostics is not None:
+        for name, value in details.diagnostics.model_dump().items():
+            ev.facts.append((name.replace("_", " "), fmt_score(value)))
+    if details.abstention:
+        ev.facts.append(("abstains", details.abstention.replace("_", " ")))
+    if details.method:
+        ev.facts.append(("method", details.method))
+    if details.latency is not None:
+        ev.facts.append(("judge latency", f"{details.latency:.2f} s"))
+
+
 READERS[CitationsDetails] = citations_evidence
+READERS[DiagnosticsDetails] = diagnostics_evidence
 READERS[SufficiencyDetails] = sufficiency_evidence
