@@ -209,7 +209,8 @@ def test_a_claim_resting_on_a_tool_output_shows_the_tool_as_its_evidence() -> No
         total=1,
     )
     ev = evidence_of(details, CASE).to_json()
-    [table] = ev["tables"]
+    table, tools = ev["tables"]
     assert _cells(table)[0][4] == f"tool output {tool}"
-    assert ["claims closest to a tool output", f"claim 1: {tool}"] in ev["facts"]
+    assert tools["title"] == "Tool use" and _cells(tools)[0][0] == tool
+    assert ["claims resting on a tool output", "1 of 1"] in ev["facts"]
     assert "chunks" not in ev  # no chunk note for a claim resting on a tool
