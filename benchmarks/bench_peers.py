@@ -21,6 +21,10 @@ subprocess (a small driver per library in ``benchmarks/peers/``):
   and gaussia's ``Context.run`` with a ``Retriever`` and LangChain's ``ChatOpenAI(base_url=...)``
   (one interaction at a time: gaussia has no concurrency setting).
 
+``--diagnostics``: judge calls per case of ``rag-diagnostics`` beside Ragas'
+``NoiseSensitivity`` (both modes, run on 50 cases), and of the turn metrics beside DeepEval's
+(``bench_turn_calls``).
+
 The peers are not dependencies of contextlens; they live in ``benchmarks/.peers-venv``::
 
     python3 -m venv benchmarks/.peers-venv
@@ -336,6 +340,29 @@ def ragas_reply(body: dict[str, Any]) -> str:
     return json.dumps({"reason": REASON, "verdict": 1 if CODE.search(context) else 0})
 
 
+def ragas_noise_reply(body: dict[str, Any]) -> str:
+    """NoiseSensitivity's two prompts: the statements of an answer (its sentences), and a
+    verdict per statement on a context (1 when both name the case's product)."""
+    prompt = _last_user(body)
+    nli = _last_object_with(prompt, "statements")
+    if "context" in nli:
+        context = str(nli.get("context", ""))
+        return json.dumps(
+            {
+                "statements": [
+                    {
+                        "statement": str(statement),
+                        "reason": REASON,
+                        "verdict": int(bool(CODE.search(str(statement)) and CODE.search(context))),
+                    }
+                    for statement in nli.get("statements") or []
+                ]
+            }
+        )
+    answer = str(_last_object_with(prompt, "answer").get("answer", ""))
+    return json.dumps({"statements": _sentences(answer) or [answer]})
+
+
 def opik_reply(body: dict[str, Any]) -> str:
     """ContextPrecision: one score and a reason per case."""
     return json.dumps({"context_precision_score": 0.8, "reason": REASON})
@@ -477,7 +504,21 @@ PEERS: dict[str, tuple[Path, Callable[[dict[str, Any]], str], str, list[str]]] =
         [],
     ),
     "gaussia": (PEERS_PYTHON, gaussia_reply, "gaussia", []),
+    "contextlens-diagnostics": (
+        Path(sys.executable),
+        contextlens_reply,
+        "contextlens",
+        ["--metric", "rag-diagnostics"],
+    ),
+    "ragas-noise": (
+        PEERS_PYTHON,
+        ragas_noise_reply,
+        "ragas",
+        ["--metric", "noise-sensitivity"],
+    ),
 }
+#: The peers of ``--diagnostics`` (not of the default run).
+DIAGNOSTIC_PEERS = ("contextlens-diagnostics", "ragas-noise")
 #: The peers that evaluate sessions (``make_sessions`` of the cases), not cases.
 SESSION_PEERS = {"contextlens-context", "gaussia"}
 #: Each contextlens metric and its nearest peers: the same measure in another library.
@@ -801,6 +842,61 @@ def rag_metrics(args: argparse.Namespace) -> None:
     print(rag_table(results))
 
 
+def diagnostics(args: argparse.Namespace) -> None:
+    """Judge calls per case: rag-diagnostics beside Ragas' NoiseSensitivity in both modes
+    (both run on the workload, calls counted by the server), and the turn metrics beside
+    DeepEval's (``bench_turn_calls``: ours counted, DeepEval's computed)."""
+    from bench_turn_calls import conversation, counted, deepeval_calls
+
+    n = args.ragas_cases or min(args.cases, 50)
+    print(
+        f"{n} cases x 5 chunks; calls counted by the fake server ({LATENCY_S * 1000:.0f} ms a call)"
+    )
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-peers-diagnostics-") as tmp:
+        workdir = Path(tmp)
+        cases_file = workdir / "cases.json"
+        cases_file.write_text(json.dumps(make_cases(n)), encoding="utf-8")
+        for name in DIAGNOSTIC_PEERS:
+            print(f"running {name} on {n} cases ...", flush=True)
+            r = run_library(name, cases_file, n, args.concurrency, workdir, args.timeout)
+            if r.get("errors"):
+                print(f"  first errors: {r['errors']}")
+            d = _derived(r)
+            shares = (
+                "correctness, completeness, F1, faithfulness, hallucination, noise sensitivity "
+                "(relevant, irrelevant), self-knowledge, context recall and utilisation"
+                if name == "contextlens-diagnostics"
+                else "noise sensitivity (relevant, irrelevant): one metric each"
+            )
+            rows.append(
+                [
+                    f"{r['library'].split('-')[0]} {r['version']}",
+                    shares,
+                    f"{d['calls_per_case']:.2f}",
+                    f"{d['cost_per_case']:.5f}",
+                    str(r["n_failed"]),
+                ]
+            )
+    print()
+    print("| library | shares | calls/case | USD/case | failed |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print()
+    print("Judge calls per conversation (4 chunks a turn; DeepEval computed from its algorithm)")
+    print("| metric | turns | contextlens (counted) | per turn | DeepEval (computed) | per turn |")
+    print("|---|---|---|---|---|---|")
+    for turns in (1, 5, 10, 20):
+        session = conversation(turns, 4)
+        for metric in ("turn-faithfulness", "turn-contextual-relevancy"):
+            ours, theirs = counted(metric, session), deepeval_calls(metric, turns, 4, 10)
+            print(
+                f"| {metric} | {turns} | {ours} | {ours / turns:.2f} | {theirs} "
+                f"| {theirs / turns:.2f} |"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=200)
@@ -813,7 +909,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument(
         "--libraries",
-        default=",".join(PEERS),
+        default=",".join(n for n in PEERS if n not in DIAGNOSTIC_PEERS),
         help="comma-separated",
     )
     parser.add_argument("--timeout", type=float, default=400.0, help="per library, seconds")
@@ -821,9 +917,18 @@ def main() -> None:
     parser.add_argument(
         "--rag", action="store_true", help="the RAG metrics beside their DeepEval peers instead"
     )
+    parser.add_argument(
+        "--diagnostics",
+        action="store_true",
+        help="judge calls per case of rag-diagnostics beside Ragas' noise sensitivity, and of "
+        "the turn metrics beside DeepEval's, instead",
+    )
     args = parser.parse_args()
     if args.rag:
         rag_metrics(args)
+        return
+    if args.diagnostics:
+        diagnostics(args)
         return
 
     names = [n.strip() for n in args.libraries.split(",") if n.strip()]

@@ -25,6 +25,7 @@ METRICS = [
     "faithfulness",
     "context-recall",
     "context-precision-ranked",
+    "rag-diagnostics",
 ]
 
 

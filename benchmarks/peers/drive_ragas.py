@@ -1,4 +1,6 @@
-"""Ragas' context precision (LLMContextPrecisionWithReference) through ``ragas.evaluate``.
+"""Ragas' context precision (LLMContextPrecisionWithReference) through ``ragas.evaluate``;
+with ``--metric noise-sensitivity``, its ``NoiseSensitivity`` in both modes (relevant and
+irrelevant: two metrics, as Ragas computes one share per metric).
 
 Run by bench_peers.py with benchmarks/.peers-venv/bin/python. The judge is LangChain's
 ``ChatOpenAI`` with ``base_url`` set to the fake server, wrapped in Ragas'
@@ -41,11 +43,11 @@ from _common import load_cases, parse_args, timed, write_result  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 from ragas import EvaluationDataset, RunConfig, evaluate  # noqa: E402
 from ragas.llms import LangchainLLMWrapper  # noqa: E402
-from ragas.metrics import LLMContextPrecisionWithReference  # noqa: E402
+from ragas.metrics import LLMContextPrecisionWithReference, NoiseSensitivity  # noqa: E402
 
 
 def main() -> None:
-    args = parse_args(__doc__ or "")
+    args = parse_args(__doc__ or "", metrics=["context-precision", "noise-sensitivity"])
     raw = load_cases(args)
     dataset = EvaluationDataset.from_list(
         [
@@ -60,23 +62,33 @@ def main() -> None:
     )
     chat = ChatOpenAI(model=args.model, base_url=args.base_url, api_key="sk-fake", temperature=0)
     llm = LangchainLLMWrapper(chat)
-    metric = LLMContextPrecisionWithReference()
+    metrics = (
+        [
+            NoiseSensitivity(name="noise_sensitivity_relevant", mode="relevant"),
+            NoiseSensitivity(name="noise_sensitivity_irrelevant", mode="irrelevant"),
+        ]
+        if args.metric == "noise-sensitivity"
+        else [LLMContextPrecisionWithReference()]
+    )
+    metric = metrics[0]
     with timed() as timer:
         result = evaluate(
             dataset,
-            metrics=[metric],
+            metrics=metrics,
             llm=llm,
             run_config=RunConfig(max_workers=args.concurrency),
             show_progress=False,
             raise_exceptions=False,
         )
-    scores = list(result[metric.name])
+    # Ragas names a score column after the metric, with its mode for NoiseSensitivity
+    column = next((k for k in result.scores[0] if k.startswith(metric.name)), metric.name)
+    scores = list(result[column])
     write_result(
         args,
         library="ragas",
         version=ragas.__version__,
-        method="LLMContextPrecisionWithReference, evaluate(RunConfig(max_workers="
-        f"{args.concurrency})), LangchainLLMWrapper(ChatOpenAI(base_url=...))",
+        method=f"{', '.join(type(m).__name__ for m in metrics)}, evaluate(RunConfig("
+        f"max_workers={args.concurrency})), LangchainLLMWrapper(ChatOpenAI(base_url=...))",
         timer=timer,
         scores=scores,
     )
