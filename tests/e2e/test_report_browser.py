@@ -438,6 +438,7 @@ RAG_METRICS = (
     "context-precision",
     "context-similarity",
     "retrieval",
+    "rag-diagnostics",
 )
 CHUNKS = [
     "Returns: items may be returned within 30 days of purchase.",
@@ -468,6 +469,9 @@ def every_metric(tmp_path_factory):
             retrieved_ids=["r0", "r1", "r2"] if i % 3 else ["r2", "r1", "r0"],
             relevant_ids={"r0": 2, "r1": 1, "r9": 1},
             meta={"topic": "returns", "shop": "north" if i == 0 else "south"},
+            tools_called=[{"name": "orders", "input": {"id": 7}, "output": "Bought 21 days ago."}]
+            if i == 2
+            else None,
         )
         for i in range(6)
     ]
@@ -596,6 +600,22 @@ def test_every_case_view_shows_readable_evidence_and_no_json(browser, every_metr
         By.CSS_SELECTOR, "[data-role=metric-result][data-metric='own-metric']"
     )
     assert "lookup" in own.text and "compare" in own.text and "weights · compare" in own.text
+    # rag-diagnostics: each answer claim's kind marked in the answer
+    diagnostics = detail.find_element(
+        By.CSS_SELECTOR, "[data-role=metric-result][data-metric='rag-diagnostics']"
+    )
+    assert "hallucination" in diagnostics.text and "context utilization" in diagnostics.text
+
+    # a case's tool calls: shown with the case, and the claims resting on them
+    browser.get(f"{page.as_uri()}#case=case-2")
+    detail = _view(browser)
+    [call] = detail.find_elements(By.CSS_SELECTOR, "[data-role=tool-call]")
+    assert call.get_attribute("data-tool") == "tools_called[0] (orders)"
+    assert "Bought 21 days ago." in call.text
+    faithful = detail.find_element(
+        By.CSS_SELECTOR, "[data-role=metric-result][data-metric='faithfulness']"
+    )
+    assert "claims resting on a tool output" in faithful.text
 
     # the session: its least supported claim marked in the reply, its evidence in the context
     browser.get(f"{page.as_uri()}#case=session-1")

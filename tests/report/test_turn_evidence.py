@@ -78,3 +78,36 @@ def test_the_case_page_holds_each_turns_chunks():
     assert turns[0]["chunks"] == ["The museum opens at 9am on weekdays."]
     assert turns[1]["chunks"] is None
     assert detail["metrics"][0]["turns"]["t1"]["chunks"]["0"][0]["kind"] == "claim"
+
+
+def test_a_turns_tool_calls_are_on_its_page_and_in_its_tool_use_table():
+    weather = {
+        "name": "weather",
+        "input_parameters": {"city": "Oslo"},
+        "output": "Oslo: 3 degrees.",
+    }
+    session = SESSION.model_copy(
+        update={
+            "conversation": [
+                Batch(
+                    qa_id="w1",
+                    query="Weather in Oslo?",
+                    assistant="Oslo: 3 degrees.",
+                    tools_called=[weather],
+                )
+            ]
+        }
+    )
+    with FakeOpenAIServer(reply=rule_reply) as server:
+        run = evaluate(
+            [session], ["turn-faithfulness"], judge=f"{server.base_url}#j", progress=False
+        )
+    [result] = run.results
+    ev = evidence_of(result.details, session)
+    [tools] = [t for t in ev.tables if t.title == "w1: Tool use"]
+    assert tools.rows[0][0] == "tools_called[0] (weather)"
+    page = CaseBlock(render_report(run.with_cases([CaseRecord(case_id="museum", case=session)])))
+    [turn] = json.loads(page.found["cl-case-0"])["turns"]
+    assert turn["tools"] == [
+        {"label": "tools_called[0] (weather)", "input": "city: Oslo", "output": "Oslo: 3 degrees."}
+    ]

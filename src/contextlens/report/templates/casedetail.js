@@ -158,6 +158,21 @@ CL.detail = (function () {
     })));
   }
 
+  /* The tool calls of a case or a turn, each with its input and its output: evidence for
+     the claim metrics beside the chunks. */
+  function toolCalls(list) {
+    if (!list || !list.length) return null;
+    return el("div", { className: "field tools", "data-role": "tool-calls" }, [
+      el("h4", { text: "Tool calls (" + list.length + ")" })
+    ].concat(list.map(function (call) {
+      return el("div", { className: "chunk", "data-role": "tool-call", "data-tool": call.label }, [
+        el("div", { className: "chunk-head" }, [el("b", { text: call.label }),
+          call.input ? el("span", { className: "muted", text: call.input }) : null]),
+        el("div", { className: "text", text: call.output || "(no output)" })
+      ]);
+    })));
+  }
+
   /* A turn's own retrieved chunks, each with the turn metrics' notes on it. */
   function turnChunks(turn, results) {
     var list = turn.chunks || [];
@@ -209,7 +224,8 @@ CL.detail = (function () {
           block("reply", turn.assistant, null, marksOn(results, key + "assistant", texts)),
           block("reference reply", turn.ground_truth, null, marksOn(results, key + "ground_truth", texts)),
           block("observation", turn.observation, null, marksOn(results, key + "observation", texts)),
-          turnChunks(turn, results)
+          turnChunks(turn, results),
+          toolCalls(turn.tools)
         ].concat(verdicts));
       })));
   }
@@ -342,6 +358,7 @@ CL.detail = (function () {
       out.texts.expected = block("expected output", detail.expected, "expected", marksOn(results, "expected", texts));
       out.texts.reference = (detail.reference || []).length ? el("div", { className: "field" }, [el("h4", { text: "reference context" })]
         .concat(detail.reference.map(function (text) { return el("div", { className: "text", text: text }); }))) : null;
+      out.texts.tools = toolCalls(detail.tools);
       out.body = chunks(detail, results, texts, side);
     }
     return out;
@@ -358,7 +375,7 @@ CL.detail = (function () {
       nodes.push(el("div", { className: "texts" }, [t.assistant, t.system]));
       nodes.push(p.body);
     } else if (p.kind === "case") {
-      nodes.push(el("div", { className: "texts" }, [t.input, t.output, t.expected, t.reference]));
+      nodes.push(el("div", { className: "texts" }, [t.input, t.output, t.expected, t.reference, t.tools]));
       nodes.push(p.body);
     } else {
       nodes.push(el("p", { className: "note", text: NO_CASES }));
