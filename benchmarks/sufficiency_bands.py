@@ -1,10 +1,10 @@
-"""The offline sufficient-context bands, measured on TREC Deep Learning and chosen leave one
-source out.
+"""The offline sufficient-context calls, measured on TREC Deep Learning, and bands chosen
+leave one source out.
 
     benchmarks/sufficiency_bands.py [--data DIR] [--lists 12] [--k 5] [--precision 0.8]
 
-Offline, ``sufficient-context`` calls the context sufficient from ``SUFFICIENT`` (0.7) and
-insufficient below ``INSUFFICIENT`` (0.4), and says "needs a judge" between them. Whether
+Offline, ``sufficient-context`` calls the context insufficient below ``INSUFFICIENT`` (0.4)
+and says "needs a judge" from there: this measures why it makes no "sufficient" call. Whether
 retrieved passages let a reader answer a question is what TREC DL's assessors graded: grade
 >= 2 ("highly" or "perfectly relevant") answers the query, grade 1 is related but does not
 answer it, grade 0 (DL 2020 only) has nothing to do with it. No set of questions labelled
@@ -16,9 +16,10 @@ and as many that hold none (at least two related passages, so they are on the qu
 topic, the rest irrelevant or another query's), shuffled, seeded. Label: 1 when a passage
 of the list answers the query.
 
-Printed per source: the AUROC of the offline score; with the shipped bands, the share of
-lists decided offline and the precision of each call ("sufficient" lists that hold an
-answer, "insufficient" lists that hold none); then bands chosen on one source (the lowest
+Printed per source: the AUROC of the offline score; the share of lists called insufficient
+and the precision of that call (lists that hold no answer); the best precision a
+"sufficient" call would have at any cut from 0.5 to 0.95 (lists that hold an answer: half of
+them); then bands chosen on one source (the lowest
 ``upper`` and the highest ``lower`` whose calls reach ``--precision`` there) and measured on
 the other. A list the offline scorer does not score (a passage it takes for another
 language) is counted and left out. Scores are kept in ``benchmarks/.sufficiency/``. The
@@ -42,11 +43,7 @@ from _workload import header, print_table
 from contextlens.calibration.statistics import auroc
 from contextlens.embeddings import default_embedder
 from contextlens.metrics.base import Services
-from contextlens.metrics.sufficient_context import (
-    INSUFFICIENT,
-    SUFFICIENT,
-    SufficientContextMetric,
-)
+from contextlens.metrics.sufficient_context import INSUFFICIENT, SufficientContextMetric
 from contextlens.schemas import ModelTestCase
 
 HERE = Path(__file__).resolve().parent
@@ -168,22 +165,32 @@ def main() -> None:
     header(f"Offline sufficient context on TREC DL lists of {args.k} passages")
     rows = []
     for name, (values, labels) in found.items():
+        _, decided, _, no = measured(values, labels, INSUFFICIENT, 2.0)
+        best = max(
+            (
+                (sum(ys) / len(ys), cut)
+                for cut in [c / 100 for c in range(50, 96, 5)]
+                if (ys := [y for v, y in zip(values, labels, strict=True) if v >= cut])
+            ),
+            default=None,
+        )
         rows.append(
             [
                 name,
-                str(len(values)),
+                f"{len(values)} ({unscored[name]} not scored)",
                 f"{auroc(values, labels):.3f}",
-                *measured(values, labels, INSUFFICIENT, SUFFICIENT),
+                decided,
+                no,
+                "-" if best is None else f"{best[0]:.3f} (from {best[1]:.2f})",
             ]
         )
     columns = [
         "source",
         "lists",
         "AUROC",
-        "bands",
-        "decided",
-        "precision sufficient",
-        "precision insufficient",
+        f"called insufficient (< {INSUFFICIENT})",
+        "its precision",
+        "best precision of a sufficient call",
     ]
     print_table(columns, rows)
     header(f"Bands chosen on one source at {args.precision:.0%} precision, measured on the other")
@@ -192,7 +199,17 @@ def main() -> None:
         other = next(n for n in found if n != name)
         lower, upper = chosen(*found[other], args.precision)
         rows.append([name, other, *measured(values, labels, lower, upper)])
-    print_table(["held out", "chosen on", *columns[3:]], rows)
+    print_table(
+        [
+            "held out",
+            "chosen on",
+            "bands",
+            "decided",
+            "precision sufficient",
+            "precision insufficient",
+        ],
+        rows,
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from contextlens.embeddings.minilm import default_embedder
 from contextlens.judges.resolve import resolve_judge
 from contextlens.metrics.base import Services
 from contextlens.metrics.sufficient_context import (
+    INSUFFICIENT,
     SufficiencyDetails,
     SufficientContextMetric,
     crosstab,
@@ -67,9 +68,13 @@ def test_offline_an_abstaining_answer_on_insufficient_context_is_counted_as_abst
     assert result.details.abstention == "does not know"
 
 
-def test_offline_chunks_that_hold_the_answer_are_sufficient():
+def test_offline_chunks_on_the_question_are_never_called_sufficient():
+    # offline tells chunks off the question from chunks on it, not whether they hold the answer
     result = offline(OPENING)
-    assert result.details.sufficient is True and result.details.cell == "sufficient, answered"
+    assert result.score is None and result.not_applicable == "not applicable: needs a judge"
+    assert result.details.sufficient is None and result.details.cell is None
+    assert result.details.probability >= INSUFFICIENT
+    assert "sufficiency_bands.py" in result.reason
 
 
 def test_offline_between_the_bands_it_says_it_needs_a_judge():
@@ -80,7 +85,13 @@ def test_offline_between_the_bands_it_says_it_needs_a_judge():
 
 
 def test_the_crosstab_counts_answers_given_on_insufficient_context():
-    run = evaluate([ANSWERED, ABSTAINED, OPENING], ["sufficient-context"], progress=False)
+    with FakeOpenAIServer(reply=by_rule) as server:
+        run = evaluate(
+            [ANSWERED, ABSTAINED, OPENING],
+            ["sufficient-context"],
+            judge=f"{server.base_url}#j",
+            progress=False,
+        )
     table = crosstab(run.results)
     assert table.answered_on_insufficient == 1
     assert table.cells["insufficient, abstained"] == 1
@@ -126,5 +137,5 @@ def test_assert_context_fails_a_case_answered_on_insufficient_context():
 
     with pytest.raises(AssertionError, match="sufficient-context"):
         assert_context(ANSWERED, ["sufficient-context"])
-    [item] = assert_context(OPENING, ["sufficient-context"])
-    assert item.details.cell == "sufficient, answered"
+    [item] = assert_context(OPENING, ["sufficient-context"])  # offline cannot tell: not failed
+    assert item.not_applicable == "not applicable: needs a judge"

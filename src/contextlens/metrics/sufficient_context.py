@@ -12,15 +12,17 @@ rather than abstain).
 With a judge, ONE call per case: the question and the numbered chunks in data blocks, and a
 ``"yes"``/``"no"`` verdict with a reason; the score is 1 for sufficient, 0 for not.
 
-Offline, an approximation that says when it cannot tell: the score is the weaker of two
-signals, the probability that the best chunk bears on the question (the bundled relevance
-model, :mod:`contextlens.offline.relevance`) and the share of the question's content terms
-that the chunks hold, each weighted by its rarity (the ``coverage`` of
-:func:`contextlens.offline.query.lexical_features`). Context that is about
-everything the question asks is necessary for sufficiency, not proof of it: from
-:data:`SUFFICIENT` the context counts as sufficient, below :data:`INSUFFICIENT` as
-insufficient, and between them the item is ``"not applicable: needs a judge"`` (its score
-and cell kept in the details).
+Offline, an approximation that says when it cannot tell. Its signal is the weaker of two:
+the probability that the best chunk bears on the question (the bundled relevance model,
+:mod:`contextlens.offline.relevance`) and the share of the question's content terms that the
+chunks hold, each weighted by its rarity (the ``coverage`` of
+:func:`contextlens.offline.query.lexical_features`). That tells chunks off the question from
+chunks on it, not whether chunks on it hold the answer: on lists of TREC Deep Learning
+passages (``benchmarks/sufficiency_bands.py``) the lists it would call sufficient held an
+answer about as often as those it would not, at every cut. So offline, below
+:data:`INSUFFICIENT` the context counts as insufficient, and from there the item is ``"not
+applicable: needs a judge"`` (its signal kept in ``details.probability``): it is never
+called sufficient without a judge.
 """
 
 from __future__ import annotations
@@ -57,7 +59,6 @@ from contextlens.schemas import ItemBreakdown, MetricResult, ModelTestCase
 __all__ = [
     "CELLS",
     "INSUFFICIENT",
-    "SUFFICIENT",
     "SufficiencyDetails",
     "SufficiencyTable",
     "SufficientContextMetric",
@@ -78,9 +79,8 @@ CELLS: tuple[Cell, ...] = (
     "insufficient, answered",
     "insufficient, abstained",
 )
-#: Offline, the score from which the context counts as sufficient.
-SUFFICIENT = 0.7
-#: Offline, the score below which the context counts as insufficient.
+#: Offline, the score below which the context counts as insufficient (from it, offline
+#: cannot tell: "needs a judge").
 INSUFFICIENT = 0.4
 
 
@@ -248,7 +248,7 @@ class SufficientContextMetric(Metric[ModelTestCase]):
         held = term_set("\n".join(chunks))[0]
         missing = [t for t in terms if t not in held]
         value = round(min(relevance, coverage), 6)
-        sufficient = True if value >= SUFFICIENT else False if value < INSUFFICIENT else None
+        sufficient = False if value < INSUFFICIENT else None
         details = base.model_copy(
             update={
                 "sufficient": sufficient,
@@ -267,8 +267,9 @@ class SufficientContextMetric(Metric[ModelTestCase]):
         if sufficient is None:
             return Score.not_applying(
                 "not applicable: needs a judge",
-                f"Offline cannot tell whether the context suffices: {signals}; the score "
-                f"{value:.2f} is between {INSUFFICIENT} and {SUFFICIENT}.",
+                f"Offline cannot tell whether chunks on the question hold its answer: {signals}; "
+                f"the signal {value:.2f} is at or above {INSUFFICIENT}, where offline calls "
+                "were no better than chance on TREC DL lists (benchmarks/sufficiency_bands.py).",
                 details,
             )
         return Score(
