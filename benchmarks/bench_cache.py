@@ -11,7 +11,13 @@ temporary SQLite cache file: (1) cold, (2) identical, so every reply must come f
 cache and the server sees no call, (3) the judge model renamed (``#bench-2``), so every
 cache key changes and every call is made again.
 
-Targets: run 2 makes 0 calls and is >= 50x faster than run 1; run 3 makes all calls again.
+Then the cost of a cached re-run per case: ``--cases`` cases (sessions of one interaction:
+one case, one judge call) run cold, then again from the cache; the warm run's wall time per
+case is the engine's own work on a case whose reply is cached (reading the case, the cache
+lookup, parsing, scoring, the summary).
+
+Targets: run 2 makes 0 calls and is >= 50x faster than run 1; run 3 makes all calls again;
+a cached re-run takes <= 0.5 ms a case.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pathlib import Path
 from _workload import RemoteServer, header, load_average, make_sessions, print_table, timed_evaluate
 
 TARGET_SPEEDUP = 50.0
+TARGET_CACHED_MS = 0.5
 
 
 def main() -> None:
@@ -31,6 +38,7 @@ def main() -> None:
     parser.add_argument("--per-session", type=int, default=5)
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--cases", type=int, default=4000)
     args = parser.parse_args()
     total = args.sessions * args.per_session
 
@@ -68,6 +76,13 @@ def main() -> None:
                 ]
             )
         size_kib = cache.stat().st_size / 1024
+        single = make_sessions(args.cases, 1, tag="-one")
+        spec = f"{server.base_url}#bench"
+        timed_evaluate(single, spec, cache=cache, max_concurrency=64)  # fills the cache
+        server.reset()
+        warm = timed_evaluate(single, spec, cache=cache, max_concurrency=64)
+        single_calls = server.stats()["calls"]
+        assert warm.run.summaries["context"].n_failed == 0
 
     print_table(
         [
@@ -87,8 +102,18 @@ def main() -> None:
     speedup = cold_s / warm_s
     print(f"cache file: {size_kib:.0f} KiB (WAL not counted)")
     print(f"speed-up warm vs cold: {speedup:.1f}x")
+    per_case = 1000 * warm.wall_s / args.cases
+    print(
+        f"cached re-run of {args.cases} one-call cases: {warm.wall_s:.2f} s wall, "
+        f"{per_case:.3f} ms a case ({1000 * warm.cpu_s / args.cases:.3f} ms CPU), "
+        f"{single_calls} server calls"
+    )
     print("targets:")
     checks = [
+        (
+            per_case <= TARGET_CACHED_MS and single_calls == 0,
+            f"cached re-run {per_case:.3f} ms a case (target <= {TARGET_CACHED_MS})",
+        ),
         (warm_calls == 0, f"warm run server calls {warm_calls} (target 0)"),
         (speedup >= TARGET_SPEEDUP, f"speed-up {speedup:.1f}x (target >= {TARGET_SPEEDUP:.0f}x)"),
         (model_calls >= total, f"renamed model: {model_calls} calls (target {total}, all again)"),

@@ -10,8 +10,11 @@ process's (the client's) user + system time during the run; peak RSS is the proc
 high-water mark so far, so rows after the first can only show the same or more.
 A warm-up run of a few sessions first keeps one-time imports out of the numbers.
 
-Targets (at concurrency 64): wall <= 1.10 x ideal, peak in flight == concurrency (never
-above), peak RSS < 300 MiB, client CPU < 2 ms per judge call.
+The floor is the wall time the judge's latency and the concurrency allow: the calls go in
+rounds of ``concurrency``, so ceil(calls / concurrency) x latency.
+
+Targets (at concurrency 64): wall <= 1.10 x the floor, peak in flight == concurrency (never
+above), peak RSS < 300 MiB, client CPU <= 1 ms per judge call.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from _workload import (
 
 TARGET_RATIO = 1.10
 TARGET_RSS_MIB = 300.0
-TARGET_CPU_MS = 2.0
+TARGET_CPU_MS = 1.0
 
 
 def main() -> None:
@@ -58,7 +61,8 @@ def main() -> None:
             stats = server.stats()
         calls = stats["calls"]
         ideal = calls * args.latency / concurrency
-        ratio = timed.wall_s / ideal
+        floor = -(-calls // concurrency) * args.latency
+        ratio = timed.wall_s / floor
         cpu_ms = 1000 * timed.cpu_s / calls
         rss = peak_rss_mib()
         summary = timed.run.summaries["context"]
@@ -69,6 +73,7 @@ def main() -> None:
                 calls,
                 timed.wall_s,
                 ideal,
+                floor,
                 ratio,
                 stats["peak_in_flight"],
                 round(rss),
@@ -79,16 +84,16 @@ def main() -> None:
         )
         if i == 0:
             verdicts = [
-                f"wall / ideal {ratio:.3f} (target <= {TARGET_RATIO})",
+                f"wall / floor {ratio:.3f} (target <= {TARGET_RATIO})",
                 f"peak in flight {stats['peak_in_flight']} (target == {concurrency})",
                 f"peak RSS {rss:.0f} MiB (target < {TARGET_RSS_MIB:.0f})",
-                f"client CPU {cpu_ms:.2f} ms per call (target < {TARGET_CPU_MS})",
+                f"client CPU {cpu_ms:.2f} ms per call (target <= {TARGET_CPU_MS})",
             ]
             met = [
                 ratio <= TARGET_RATIO,
                 stats["peak_in_flight"] == concurrency,
                 rss < TARGET_RSS_MIB,
-                cpu_ms < TARGET_CPU_MS,
+                cpu_ms <= TARGET_CPU_MS,
             ]
 
     print_table(
@@ -97,7 +102,8 @@ def main() -> None:
             "calls",
             "wall s",
             "ideal s",
-            "ratio",
+            "floor s",
+            "wall / floor",
             "peak in flight",
             "peak RSS MiB",
             "client CPU s",

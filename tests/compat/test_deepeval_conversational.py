@@ -30,7 +30,7 @@ def test_each_assistant_turn_is_an_interaction_with_its_own_chunks():
     first, second = session.conversation
     assert (first.qa_id, first.query) == ("turn-2", "Hello.\nWhen does the museum open?")
     assert first.retrieval_context == ["The museum opens at 9am on weekdays."]
-    assert first.tools_called == [{"name": "search"}]
+    assert [call.name for call in first.tools_called] == ["search"]  # read as tool calls
     assert (second.query, second.retrieval_context) == ("Thanks.", None)
 
 
