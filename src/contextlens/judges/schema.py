@@ -156,6 +156,12 @@ def _max_chars(node: Any) -> int | None:
     return None
 
 
+@lru_cache(maxsize=256)
+def _longest_reply(schema: type[BaseModel]) -> int | None:
+    """:func:`_max_chars` of ``schema``'s bounded wire schema, once per schema class."""
+    return _max_chars(wire_schema(schema, bounded=True))
+
+
 def reply_token_budget(schema: type[BaseModel] | None, messages: Sequence[Message]) -> int:
     """The completion tokens a reply in ``schema`` to ``messages`` needs at most.
 
@@ -168,7 +174,7 @@ def reply_token_budget(schema: type[BaseModel] | None, messages: Sequence[Messag
         return DEFAULT_REPLY_TOKENS
     hint = getattr(schema, "reply_tokens", None)
     budget = int(hint(messages)) if callable(hint) else DEFAULT_REPLY_TOKENS
-    longest = _max_chars(wire_schema(schema, bounded=True))
+    longest = _longest_reply(schema)
     if longest is not None:
         budget = max(budget, math.ceil(longest / CHARS_PER_TOKEN) + 32)
     return budget

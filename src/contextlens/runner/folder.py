@@ -166,7 +166,7 @@ class CaseLog:
         self.file = None if self.path is None else LineFile(self.path)
 
     def write(self, case_id: str, case: ModelTestCase | Dataset) -> None:
-        record = CaseRecord(case_id=case_id, case=case)
+        record = CaseRecord.model_construct(case_id=case_id, case=case)  # checked already
         self.fingerprint.add(record.line())
         if self.cases is not None:
             self.cases.append(record)
