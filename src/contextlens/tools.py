@@ -11,11 +11,12 @@ field and which item is not a tool call.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-__all__ = ["ToolCall", "tool_calls"]
+__all__ = ["TOOL_FIELDS", "ToolCall", "labelled", "labelled_calls", "tool_calls"]
 
 _OUTPUT_KEYS = ("output", "result", "content", "response")
 _INPUT_KEYS = ("input", "input_parameters", "arguments", "args", "parameters")
@@ -111,3 +112,22 @@ def tool_calls(value: Any, field: str) -> list[ToolCall] | None:
             where = ".".join(str(p) for p in first["loc"]) or "item"
             raise ValueError(f"{field}[{k}] is not a tool call: {where}: {first['msg']}") from None
     return calls
+
+
+#: The case fields that hold tool calls, in the order their outputs are shown.
+TOOL_FIELDS = ("tools_called", "mcp_tools_called")
+
+
+def labelled(calls: Sequence[ToolCall], field: str = "tools_called") -> list[tuple[str, ToolCall]]:
+    """``calls`` (the tool calls of ``field``), each with the label the claims and the report
+    name it by: ``tools_called[0] (weather)``."""
+    return [(f"{field}[{k}] ({call.name})", call) for k, call in enumerate(calls)]
+
+
+def labelled_calls(holder: Any) -> list[tuple[str, ToolCall]]:
+    """The tool calls of ``holder`` (a case or a turn) in :data:`TOOL_FIELDS`, labelled."""
+    return [
+        pair
+        for field in TOOL_FIELDS
+        for pair in labelled(getattr(holder, field, None) or [], field)
+    ]

@@ -63,6 +63,7 @@ from contextlens.offline.support import SupportItem
 from contextlens.offline.text import sentences
 from contextlens.offline.triage import bundled_band
 from contextlens.schemas import ModelTestCase, TriageBand
+from contextlens.tools import labelled_calls
 
 __all__ = [
     "ClaimConfig",
@@ -158,12 +159,11 @@ def case_chunks(case: ModelTestCase, metric: str) -> list[tuple[int, str]]:
 def case_tools(case: ModelTestCase) -> list[tuple[str, str]]:
     """The outputs of the case's tool calls (``tools_called``, then ``mcp_tools_called``),
     each with its label (``tools_called[0] (weather)``): evidence beside the chunks."""
-    found = []
-    for field in ("tools_called", "mcp_tools_called"):
-        for k, call in enumerate(getattr(case, field) or []):
-            if call.output and call.output.strip():
-                found.append((f"{field}[{k}] ({call.name})", call.output))
-    return found
+    return [
+        (label, call.output)
+        for label, call in labelled_calls(case)
+        if call.output and call.output.strip()
+    ]
 
 
 def tool_blocks(tools: Sequence[tuple[str, str]], first: int, block: DataBlocks) -> str:

@@ -44,7 +44,7 @@ from contextlens.results import (
 )
 from contextlens.schemas import Dataset
 from contextlens.stats import BayesianMode, FrequentistMode, StatisticalMode
-from contextlens.tools import ToolCall
+from contextlens.tools import labelled_calls
 
 __all__ = [
     "BELOW",
@@ -372,16 +372,16 @@ def _detail(
     return out
 
 
-def _tools(calls: Sequence[ToolCall], field: str) -> list[dict[str, Any]]:
-    """Tool calls as the page shows them: the label the claims name them by, the input as
-    text, the output clipped."""
+def _tools(holder: Any) -> list[dict[str, Any]]:
+    """The tool calls of a case or a turn as the page shows them: the label the claims name
+    them by, the input as text, the output clipped."""
     return [
         {
-            "label": f"{field}[{k}] ({call.name})",
+            "label": label,
             "input": _meta_text(call.input) if call.input else None,
             "output": clip(call.output),
         }
-        for k, call in enumerate(calls)
+        for label, call in labelled_calls(holder)
     ]
 
 
@@ -403,7 +403,7 @@ def _fields(record: CaseRecord) -> dict[str, Any]:
                     if b.retrieval_context is None
                     else [clip(c) for c in b.retrieval_context],
                     "weight": b.weight,
-                    "tools": _tools(b.tools_called or [], "tools_called") or None,
+                    "tools": _tools(b) or None,
                     "meta": {k: _meta_text(v) for k, v in b.meta.items()} if b.meta else None,
                 }
                 for b in case.conversation
@@ -417,8 +417,7 @@ def _fields(record: CaseRecord) -> dict[str, Any]:
         "chunks": [clip(c) for c in case.retrieval_context or []],
         "reference": [clip(c) for c in case.context or []],
     }
-    tools = _tools(case.tools_called or [], "tools_called")
-    tools += _tools(case.mcp_tools_called or [], "mcp_tools_called")
+    tools = _tools(case)
     if tools:
         out["tools"] = tools
     if case.retrieved_ids is not None:

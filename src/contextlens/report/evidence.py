@@ -30,7 +30,7 @@ from contextlens.metrics.turns import TurnDetails
 from contextlens.offline.text import sentences
 from contextlens.report.format import fmt_score
 from contextlens.schemas import Dataset, MetricDetails, ModelTestCase
-from contextlens.tools import ToolCall
+from contextlens.tools import ToolCall, labelled, labelled_calls
 
 __all__ = ["MAX_TEXT", "Evidence", "clip", "evidence_of", "readable"]
 
@@ -145,16 +145,15 @@ class Texts:
 
 def _texts(case: Any, chunks: Sequence[str] | None = None, tools: Sequence[ToolCall] = ()) -> Texts:
     if chunks is not None:
-        labelled = [(f"tools_called[{k}] ({call.name})", call) for k, call in enumerate(tools)]
-        return Texts(list(chunks), tools=labelled)
+        return Texts(list(chunks), tools=labelled(tools))
     if isinstance(case, ModelTestCase):
         relevant = grades_of(case.relevant_ids) if case.relevant_ids is not None else None
-        calls = [
-            (f"{name}[{k}] ({call.name})", call)
-            for name in ("tools_called", "mcp_tools_called")
-            for k, call in enumerate(getattr(case, name) or [])
-        ]
-        return Texts(list(case.retrieval_context or []), case.retrieved_ids, relevant, tools=calls)
+        return Texts(
+            list(case.retrieval_context or []),
+            case.retrieved_ids,
+            relevant,
+            tools=labelled_calls(case),
+        )
     if isinstance(case, Dataset):
         return Texts(
             turn_chunks={b.qa_id: list(b.retrieval_context or []) for b in case.conversation},

@@ -17,6 +17,7 @@ from contextlens.judges.llm import LLMJudge
 from contextlens.judges.resolve import resolve_judge
 from contextlens.metrics import registry
 from contextlens.metrics.base import DEFAULT_PASS, Services, Triage
+from contextlens.metrics.claims import case_tools
 from contextlens.metrics.metric import Metric, ProtocolMetric
 from contextlens.runner.dry_run import DryRunJudge
 from contextlens.runner.gates import pass_marks_for
@@ -94,18 +95,9 @@ class BoundMetric:
         chunks = getattr(case, "retrieval_context", None)
         if chunks is None or any(isinstance(c, str) and c.strip() for c in chunks):
             return None
-        if "tools_called" in self.metric.reads and _tool_output(case):
+        if "tools_called" in self.metric.reads and case_tools(case):
             return None  # the tool outputs are its evidence
         return NO_CHUNKS
-
-
-def _tool_output(case: Any) -> bool:
-    """Whether ``case`` holds a tool call with an output."""
-    calls = [
-        *(getattr(case, "tools_called", None) or []),
-        *(getattr(case, "mcp_tools_called", None) or []),
-    ]
-    return any((getattr(c, "output", None) or "").strip() for c in calls)
 
 
 #: Why a case without retrieved chunks is not scored by a metric that reads them.
