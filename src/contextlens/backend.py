@@ -166,6 +166,8 @@ class ChatBackend(ABC):
         price_key: the model name the price table reads its calls' cost by (default
             ``model``; None: its calls have no price, so no cost cap can bound them).
         user_object: it calls an object the user made, whose exceptions are the user's.
+        batched: its calls wait for a provider's batch (:mod:`contextlens.judges.batching`):
+            they have no per-call timeout, and may wait up to the batch's window.
         preflight: raises :class:`JudgeNotReady` when no call could succeed (a key that is
             not set); called before a run's first call.
         server_slots: how many calls a local server serves at once, when it says (asked
@@ -183,6 +185,7 @@ class ChatBackend(ABC):
     local: bool = False
     max_tokens: int | None = None
     user_object: bool = False
+    batched: bool = False
 
     @property
     @abstractmethod

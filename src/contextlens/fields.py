@@ -409,7 +409,7 @@ def _many(value: Any) -> bool:
 
 def _given(value: Any) -> bool:
     if isinstance(value, str):
-        return bool(value.strip())
+        return bool(value) and not value.isspace()  # not value.strip(): no copy of a long text
     return value is not None  # an empty list is given: it says there is nothing
 
 

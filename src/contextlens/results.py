@@ -240,6 +240,7 @@ class RecordedConfig(BaseModel):
     thresholds: dict[str, float | None] = Field(default_factory=dict)
     max_cost: float | None = None
     triage: bool = False
+    batch: bool = False
     cache: str | None = None
     out: str | None = None
     statistical_mode: str | None = None

@@ -36,7 +36,7 @@ import threading
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
@@ -44,6 +44,15 @@ T = TypeVar("T")
 
 #: Worker threads for blocking calls into user objects (made as needed, up to this many).
 USER_CALL_THREADS = 256
+
+
+async def gather_all(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """The results of ``coros`` awaited at once, in order (``asyncio.gather``); a single one
+    is awaited in the caller's task, without a task of its own."""
+    pending = list(coros)
+    if len(pending) == 1:
+        return [await pending[0]]
+    return list(await asyncio.gather(*pending))
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -204,3 +204,11 @@ def test_thread_safety() -> None:
     assert total.calls == threads_n * per_thread
     assert total.prompt_tokens == 3 * threads_n * per_thread
     assert ledger.by_metric()["m0"].calls == threads_n * per_thread // 2
+
+
+def test_the_running_counts_are_the_counts():
+    from dataclasses import fields
+
+    from contextlens.engine.accounting import COUNTED, _Running
+
+    assert tuple(f.name for f in fields(_Running)) == COUNTED

@@ -187,3 +187,16 @@ async def test_a_timed_out_call_lowers_the_limit():
         out = await j.judge(MSGS, Verdict)
         assert out.output.score == 1.0
         assert (j.limiter.timeouts, j.limiter.lowest) == (1, 2)
+
+
+async def test_a_cached_reply_is_read_not_written_again(tmp_path):
+    from contextlens.engine.cache import Cache
+
+    cache = Cache(tmp_path / "c.sqlite3")
+    backend = Scripted(['{"reason": "bad", "score": 8}', '{"reason": "ok", "score": 0.8}'])
+    judge = LLMJudge(backend, cache=cache)
+    first = await judge.judge(MSGS, Verdict)
+    assert first.attempts == 2 and cache.writes == 2  # the invalid reply and the re-ask
+    again = await LLMJudge(backend, cache=cache).judge(MSGS, Verdict)
+    assert again.output.score == 0.8 and again.attempts == 2
+    assert cache.writes == 2 and cache.hits == 2 and backend.replies == []

@@ -1,4 +1,4 @@
-"""The ``contextlens`` command: run, demo, schema, runs, compare, trend, calibrate.
+"""The ``contextlens`` command: run, demo, schema, runs, compare, trend, calibrate, batches.
 
 One module per command (:mod:`~contextlens.cli.run`, :mod:`~contextlens.cli.calibrate`,
 :mod:`~contextlens.cli.history`, :mod:`~contextlens.cli.trend`, :mod:`~contextlens.cli.schema`,
@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from contextlens.cli import calibrate, demo, history, run, schema, trend
+from contextlens.cli import batches, calibrate, demo, history, run, schema, trend
 from contextlens.cli.application import (
     RED,
     UsageProblem,
@@ -63,6 +63,7 @@ for command in (
     history.compare,
     trend.trend,
     calibrate.calibrate,
+    batches.batches,
 ):
     app.command()(command)
 

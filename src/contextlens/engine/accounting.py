@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
@@ -91,6 +92,16 @@ class LedgerReport(BaseModel):
 
 _DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{4})$")
 
+#: The suffix of a price key whose calls go through a provider's batch API
+#: (``gpt-4o-mini@batch``), and the share of the model's price they cost there: OpenAI's
+#: Batch API and Anthropic's Message Batches both charge half.
+BATCH_SUFFIX, BATCH_RATE = "@batch", 0.5
+
+
+def batch_price_key(price_key: str | None) -> str | None:
+    """The price key of ``price_key``'s calls made in a batch (None stays None)."""
+    return None if price_key is None else price_key + BATCH_SUFFIX
+
 
 class PriceTable:
     """USD per million prompt and completion tokens, by model name.
@@ -99,8 +110,10 @@ class PriceTable:
     written: estimates, to be checked against the provider's price page (and overridden
     with :meth:`register`, e.g. for a dated snapshot priced differently). Lookup is
     case-insensitive, ignores a provider prefix (``openai/gpt-4o-mini``) and, failing an
-    exact entry, a date suffix (``gpt-4o-mini-2024-07-18``). Unknown models (local ones
-    included) have no price: ``None``, never 0.
+    exact entry, a date suffix (``gpt-4o-mini-2024-07-18``). A name ending in
+    :data:`BATCH_SUFFIX` is the model's calls made in a batch: its own entry when it has
+    one, else :data:`BATCH_RATE` of the model's price. Unknown models (local ones included)
+    have no price: ``None``, never 0.
     """
 
     DEFAULTS: Mapping[str, tuple[float, float]] = {
@@ -140,6 +153,13 @@ class PriceTable:
         if not model:
             return None
         name = model.strip().lower()
+        if name.endswith(BATCH_SUFFIX):
+            with self._lock:
+                own = self._prices.get(name)
+            if own is not None:
+                return own
+            live = self.price(name.removesuffix(BATCH_SUFFIX))
+            return None if live is None else (live[0] * BATCH_RATE, live[1] * BATCH_RATE)
         candidates = [name]
         while "/" in name:  # "openrouter/openai/gpt-4o" -> "openai/gpt-4o" -> "gpt-4o"
             name = name.split("/", 1)[1]
@@ -169,6 +189,25 @@ PRICES = PriceTable()
 """The price table ledgers use by default; extend it with :meth:`PriceTable.register`."""
 
 
+@dataclass(slots=True)
+class _Running:
+    """:class:`Counts` as a ledger adds to them, call by call (no validation on each add)."""
+
+    calls: int = 0
+    dropped: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    unpriced_calls: int = 0
+    seconds: float = 0.0
+
+    def counts(self) -> Counts:
+        return Counts.model_construct(**{name: getattr(self, name) for name in COUNTED})
+
+
 class Ledger:
     """:class:`Counts` per (metric, judge), safe to record into from threads and tasks.
 
@@ -179,7 +218,7 @@ class Ledger:
 
     def __init__(self, prices: PriceTable | None = None) -> None:
         self._prices = prices
-        self._counts: dict[tuple[str, str], Counts] = {}
+        self._counts: dict[tuple[str, str], _Running] = {}
         self._lock = threading.Lock()
 
     @property
@@ -213,7 +252,7 @@ class Ledger:
         with self._lock:
             counts = self._counts.get((metric, judge))
             if counts is None:
-                counts = self._counts[(metric, judge)] = Counts()
+                counts = self._counts[(metric, judge)] = _Running()
             counts.calls += calls
             counts.dropped += dropped
             counts.cache_hits += cache_hits
@@ -231,8 +270,11 @@ class Ledger:
         with self._lock:
             for entry in entries:
                 key = (entry.metric, entry.judge)
-                add = Counts(**{name: getattr(entry, name) for name in COUNTED})
-                self._counts[key] = self._counts.get(key, Counts()) + add
+                running = self._counts.get(key)
+                if running is None:
+                    running = self._counts[key] = _Running()
+                for name in COUNTED:
+                    setattr(running, name, getattr(running, name) + getattr(entry, name))
 
     def call_latency(self) -> tuple[int, float] | None:
         """Calls answered so far and their mean latency in seconds (None before any)."""
@@ -244,7 +286,7 @@ class Ledger:
     def entries(self) -> dict[tuple[str, str], Counts]:
         """A copy of the counts by (metric, judge)."""
         with self._lock:
-            return {key: c.model_copy() for key, c in self._counts.items()}
+            return {key: c.counts() for key, c in self._counts.items()}
 
     def by_metric(self) -> dict[str, Counts]:
         """Counts per metric, all judges together."""

@@ -117,9 +117,11 @@ def default_cache_path() -> Path:
     return folder / "cache.sqlite3"
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _canonical_json(value: Any) -> bytes:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text.encode("utf-8", "surrogatepass")
+    return _CANONICAL.encode(value).encode("utf-8", "surrogatepass")
 
 
 def _parsed_json(parsed: Any) -> str | None:

@@ -15,6 +15,7 @@ The schema sent is :func:`~contextlens.judges.schema.wire_schema`, which a gramm
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 from collections.abc import Sequence
@@ -76,7 +77,16 @@ def compact_instructions(messages: Sequence[Message], schema: type[BaseModel]) -
     by :func:`enforced_instructions`."""
     pattern = _instructions(schema)
     short = enforced_instructions(schema)
-    return [{**m, "content": pattern.sub(lambda _: short, m["content"])} for m in messages]
+    return [
+        {**m, "content": pattern.sub(lambda _: short, m["content"])}
+        if _PRINTED in m["content"]
+        else m
+        for m in messages
+    ]
+
+
+#: How the printed schema begins (a message without it is left as it is, unscanned).
+_PRINTED = "Answer with one JSON object that follows this JSON schema"
 
 
 @lru_cache(maxsize=256)
@@ -88,6 +98,16 @@ def _instructions(schema: type[BaseModel]) -> re.Pattern[str]:
     )
 
 
+@lru_cache(maxsize=256)
+def _response_format(schema: type[BaseModel], sent: str) -> dict[str, Any]:
+    if sent == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": schema.__name__, "schema": wire_schema(schema), "strict": True},
+        }
+    return {"type": "json_object", "schema": wire_schema(schema, bounded=True)}
+
+
 class FormatNegotiation:
     """The reply format of one backend object: what to send, and what to do on a refusal."""
 
@@ -96,28 +116,30 @@ class FormatNegotiation:
         self.current = "json_schema" if self.mode == "auto" else self.mode
         self._lock = threading.Lock()
 
-    def response_format(self, schema: type[BaseModel] | None) -> tuple[str, dict[str, Any] | None]:
-        """The format in use and the ``response_format`` to send for ``schema`` (None: none)."""
+    def response_format(
+        self, schema: type[BaseModel] | None, *, shared: bool = False
+    ) -> tuple[str, dict[str, Any] | None]:
+        """The format in use and the ``response_format`` to send for ``schema`` (None: none).
+        ``shared``: the dict made once per schema and format, which is not to be changed (a
+        backend that only serialises it); else a fresh one, for a library that may."""
         sent = self.current
         if schema is None or sent == "off":
             return sent, None
-        if sent == "json_schema":
-            return sent, {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": schema.__name__,
-                    "schema": wire_schema(schema),
-                    "strict": True,
-                },
-            }
-        return sent, {"type": "json_object", "schema": wire_schema(schema, bounded=True)}
+        made = _response_format(schema, sent)
+        return sent, made if shared else copy.deepcopy(made)
 
     def reply_options(
-        self, schema: type[BaseModel] | None, messages: Sequence[Message], max_tokens: int | None
+        self,
+        schema: type[BaseModel] | None,
+        messages: Sequence[Message],
+        max_tokens: int | None,
+        *,
+        shared: bool = False,
     ) -> tuple[str, dict[str, Any]]:
         """The format in use and the request fields that shape the reply: ``max_tokens``
-        (``max_tokens``, else sized from ``schema``) and ``response_format``."""
-        sent, response_format = self.response_format(schema)
+        (``max_tokens``, else sized from ``schema``) and ``response_format`` (``shared``: as
+        for :meth:`response_format`)."""
+        sent, response_format = self.response_format(schema, shared=shared)
         options: dict[str, Any] = {}
         if max_tokens is None and schema is not None:
             max_tokens = reply_token_budget(schema, messages)

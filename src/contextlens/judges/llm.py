@@ -12,7 +12,7 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -70,6 +70,9 @@ def _say_once(key: str, text: str) -> None:
 
 log = logger("contextlens.judge")
 
+#: Seconds a batched call may take, retries included: a provider's 24-hour window, twice.
+BATCH_BUDGET = 2 * 24 * 3600.0
+
 
 class LLMJudge:
     """Judge through a chat backend.
@@ -102,7 +105,9 @@ class LLMJudge:
         self.limiter = limiter or limiter_for(self.backend.key, max_concurrency)
         self.reach = reach_for(self.backend.key)
         self.cache = cache if cache is not None else NullCache()
-        if retry is None:  # the backend's own timeout, when it has one (a local server's is long)
+        if retry is None and self.backend.batched:  # a batch answers within its window
+            retry = RetryPolicy(timeout=None, budget=BATCH_BUDGET)
+        elif retry is None:  # the backend's own timeout, when it has one (a local server's is long)
             retry = RetryPolicy()
             timeout = self.backend.timeout
             if timeout is not None and timeout > 0:
@@ -110,6 +115,7 @@ class LLMJudge:
         self.retry = retry
         # The policy without its timeout: attempt() applies it per call, once a slot is held.
         self._untimed = replace(self.retry, timeout=None)
+        self._last_params: tuple[Mapping[str, Any], Any] | None = None
 
     @property
     def name(self) -> str:
@@ -138,13 +144,21 @@ class LLMJudge:
         bound.limiter = limiter
         return bound
 
-    def _cache_key(self, messages: list[Message], schema: type[BaseModel]) -> str:
+    def _key_params(self) -> Any:
+        """The backend's parameters as JSON values (made again only when they change)."""
         params = self.backend.params
+        last = self._last_params
+        if last is None or last[0] != params:
+            value = json.loads(json.dumps(params, default=str)) if params else {}
+            self._last_params = last = (params, value)
+        return last[1]
+
+    def _cache_key(self, messages: list[Message], schema: type[BaseModel]) -> str:
         formats = self.backend.formats
         return Cache.key(
             backend=self.backend.name,
             model=self.backend.model,
-            params=json.loads(json.dumps(params, default=str)) if params else {},
+            params=self._key_params(),
             structured=bool(self.backend.use_structured_output),
             mode=formats.mode if formats is not None else None,  # the prompt and reply follow it
             messages=list(messages),
@@ -233,12 +247,13 @@ class LLMJudge:
 
     async def _call(
         self, messages: list[Message], key: str | None, schema: type[BaseModel]
-    ) -> Completion:
+    ) -> tuple[Completion, bool]:
+        """The reply to ``messages``, and whether it was asked for now (False: it was cached)."""
         if key is not None:
             cached = self.cache.get_completion(key)
             if cached is not None:
                 self._record(cache_hits=1)
-                return cached
+                return cached, False
 
         if self.limiter.origin is None:
             await self.limiter.settle(self._find_limit)
@@ -319,7 +334,7 @@ class LLMJudge:
         reply = await call_with_retry(attempt, self._untimed, on_retry=on_retry)
         if isinstance(reply.parsed, BaseModel):  # structured output: keep it cacheable
             reply = replace(reply, parsed=reply.parsed.model_dump(mode="json"))
-        return reply
+        return reply, True
 
     async def judge(
         self, messages: Sequence[Message], schema: type[T], *, fence: Fence = DEFAULT_FENCE
@@ -328,7 +343,8 @@ class LLMJudge:
 
         Replies enter the cache only once the item is settled with a valid reply (the first,
         invalid one too when the re-ask succeeded, so a re-run replays the same exchange); an
-        item that fails is asked afresh on the next run.
+        item that fails is asked afresh on the next run. A reply that came from the cache is
+        not written again.
         """
         caching = not isinstance(self.cache, NullCache)
         convo = list(messages)
@@ -337,8 +353,8 @@ class LLMJudge:
         for attempt in (1, 2):
             key = self._cache_key(convo, schema) if caching else None
             try:
-                reply = await self._call(convo, key, schema)
-                if key is not None:
+                reply, fresh = await self._call(convo, key, schema)
+                if key is not None and fresh:
                     settled.append((key, reply))
                 usage, latency = usage + reply.usage, latency + reply.latency
                 output = self.read(reply, schema, fence=fence)

@@ -14,6 +14,7 @@ import os
 import time
 import urllib.request
 from collections.abc import AsyncGenerator, Sequence
+from functools import cached_property
 from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -285,7 +286,7 @@ class OpenAICompatBackend(ChatBackend):
     # -- calls -------------------------------------------------------------------------
 
     def _body(self, messages: Sequence[Message], schema: type[BaseModel] | None) -> dict[str, Any]:
-        sent, options = self.formats.reply_options(schema, messages, self.max_tokens)
+        sent, options = self.formats.reply_options(schema, messages, self.max_tokens, shared=True)
         prompt = self.formats.prompt_for(messages, schema, sent)
         body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in prompt]}
         if self.temperature is not None:
@@ -297,6 +298,11 @@ class OpenAICompatBackend(ChatBackend):
         return body
 
     def _request_headers(self) -> dict[str, str]:
+        """The headers of every request (made once; aiohttp copies them per request)."""
+        return self._headers
+
+    @cached_property
+    def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}
         if self._basic is not None:  # credentials given in the URL win over the key
             headers["Authorization"] = self._basic.encode()
@@ -304,6 +310,10 @@ class OpenAICompatBackend(ChatBackend):
             headers["Authorization"] = f"Bearer {self._api_key}"
         headers.update(self.headers)
         return headers
+
+    @cached_property
+    def _completions_url(self) -> str:
+        return endpoint(self.base_url, "/chat/completions")
 
     def _redact(self, text: str) -> str:
         """``text`` shortened, with the API key (if any) masked."""
@@ -320,6 +330,8 @@ class OpenAICompatBackend(ChatBackend):
                 f"the reply is {response.content_length:,} bytes, over the limit of "
                 f"{limit:,}; not read"
             )
+        if response.content_length is not None and "Content-Encoding" not in response.headers:
+            return await response.read()  # no larger than it says: read at once
         body = bytearray()
         async for chunk in response.content.iter_chunked(_READ_CHUNK):
             body += chunk
@@ -340,7 +352,7 @@ class OpenAICompatBackend(ChatBackend):
         :class:`BackendTimeout` and :class:`BackendConnectionError` on transport failures,
         and :class:`FatalError` when a 200 reply has no usable content.
         """
-        url = endpoint(self.base_url, "/chat/completions")
+        url = self._completions_url
         sent = self.formats.current
         body = self._body(messages, schema)
         opened = await self._sessions.get().ready()
@@ -386,6 +398,10 @@ class OpenAICompatBackend(ChatBackend):
             data = json.loads(raw)
         except (ValueError, RecursionError):
             raise FatalError(self._redact(f"reply is not JSON: {text!r}")) from None
+        return self._completion(data, text, latency)
+
+    def _completion(self, data: Any, text: str, latency: float) -> Completion:
+        """The reply body ``data`` (``text``: its start, for messages) as a completion."""
         return Completion(text=self._content(data, text), usage=_usage(data), latency=latency)
 
     def _content(self, data: Any, text: str) -> str:

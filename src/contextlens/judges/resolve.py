@@ -23,7 +23,10 @@ from contextlens.backend import ChatBackend
 from contextlens.engine.cache import Cache, NullCache
 from contextlens.engine.limiter import Limits
 from contextlens.engine.retry import RetryPolicy
+from contextlens.judges.anthropic import AnthropicBackend
+from contextlens.judges.anthropic_batch import AnthropicBatches
 from contextlens.judges.base import Judge
+from contextlens.judges.batching import BatchBackend
 from contextlens.judges.foreign import (
     DeepEvalModelBackend,
     OpikModelBackend,
@@ -34,10 +37,20 @@ from contextlens.judges.foreign import (
 )
 from contextlens.judges.langchain import LangChainBackend, is_langchain_model
 from contextlens.judges.llm import LLMJudge
+from contextlens.judges.openai_batch import OpenAIBatches
+from contextlens.judges.openai_compat import OpenAICompatBackend
 from contextlens.judges.openai_sdk import is_openai_client
 from contextlens.judges.spec import OFFLINE, JudgeSettings, JudgeSpec, is_offline
 
-__all__ = ["OFFLINE", "JudgeChoice", "as_backend", "as_spec", "is_offline", "resolve_judge"]
+__all__ = [
+    "OFFLINE",
+    "JudgeChoice",
+    "as_backend",
+    "as_spec",
+    "batched",
+    "is_offline",
+    "resolve_judge",
+]
 
 #: What :func:`as_backend` returns: a backend, a ready judge, ``"offline"``, or ``None``.
 JudgeChoice = ChatBackend | Judge | str | None
@@ -110,24 +123,50 @@ def as_backend(
     )
 
 
+def batched(backend: ChatBackend, **options: Any) -> BatchBackend:
+    """``backend``'s calls made through its provider's batch API (``options``: those of
+    :class:`~contextlens.judges.batching.BatchBackend`); a TypeError for a backend whose
+    provider has none that contextlens speaks."""
+    if isinstance(backend, BatchBackend):
+        return backend
+    if isinstance(backend, AnthropicBackend):  # before its base class
+        return BatchBackend(AnthropicBatches(backend), **options)
+    if isinstance(backend, OpenAICompatBackend):
+        return BatchBackend(OpenAIBatches(backend), **options)
+    raise TypeError(
+        f"batch judging goes through a provider's batch API: give an OpenAI judge "
+        f"(openai:MODEL, or http://HOST:PORT/v1#MODEL for a server that serves /v1/batches) "
+        f"or anthropic:MODEL; the {backend.name} judge {backend.model} has none"
+    )
+
+
 def resolve_judge(
     model: Any,
     *,
     limits: Limits | None = None,
     cache: Cache | NullCache | None = None,
     retry: RetryPolicy | None = None,
+    batch: bool = False,
 ) -> Judge | None:
     """A :class:`Judge` for ``model``, or None for the offline path.
 
     A backend gets an :class:`LLMJudge` with ``cache``, ``retry`` and the limiter
     ``limits`` gives its key (the process-wide one by default). A ready :class:`LLMJudge`
     is used as is unless ``limits`` sets a bound, which a copy of it gets; any other
-    :class:`Judge` is used as is.
+    :class:`Judge` is used as is. ``batch``: the backend's calls go through its provider's
+    batch API (:func:`batched`; a ready :class:`LLMJudge` keeps its cache).
     """
     limits = limits or Limits()
     choice = as_backend(model)
     if choice is None or isinstance(choice, str):
         return None
+    if batch and isinstance(choice, LLMJudge):
+        cache = choice.cache if cache is None else cache
+        choice = choice.backend
+    if batch and isinstance(choice, ChatBackend):
+        choice = batched(choice)
+    elif batch and isinstance(choice, Judge):
+        raise TypeError(f"batch judging: the judge {choice.name} makes its own calls")
     if isinstance(choice, LLMJudge):
         if limits.bound is None:
             return choice

@@ -48,6 +48,7 @@ ENTRY_POINT_GROUP = "contextlens.judges"
 #: The modules of contextlens that register backend kinds, imported on first use.
 _BUILT_IN = (
     "contextlens.judges.openai_compat",
+    "contextlens.judges.anthropic",
     "contextlens.judges.litellm",
     "contextlens.judges.llama_cpp",
 )

@@ -22,7 +22,6 @@ session's other interactions are scored.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -53,6 +52,7 @@ from contextlens.redact import logger
 from contextlens.schemas import Batch, Dataset
 from contextlens.stats import BayesianMode, StatisticalMode, checked_mode, resolve_weights
 from contextlens.stats.modes import weighted_estimate
+from contextlens.sync import gather_all
 
 log = logger("contextlens.context")
 
@@ -193,9 +193,7 @@ class ContextAwareness(Metric[Dataset]):
     async def judged(self, case: Dataset, judge: Judge, services: Services) -> Score:
         """Every interaction of the session ``case`` judged, then aggregated."""
         weights = self._weights(case)
-        found = await asyncio.gather(
-            *(self._interaction(case, b, judge) for b in case.conversation)
-        )
+        found = await gather_all(self._interaction(case, b, judge) for b in case.conversation)
         return self._aggregate(case, found, weights, {})
 
     async def offline(self, case: Dataset, services: Services) -> Score:

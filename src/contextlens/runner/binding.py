@@ -115,6 +115,7 @@ def bind_metrics(
     thresholds: Mapping[str, float] | None = None,
     preflight: bool = True,
     triage: bool = False,
+    batch: bool = False,
 ) -> list[BoundMetric]:
     """Each metric with its services: its own judge and embedder if it has them, else the
     run's; every judge takes its limiter from ``limits`` and its replies from ``cache``.
@@ -123,12 +124,13 @@ def bind_metrics(
     pass mark, for a metric whose score is not a probability). The ``preflight`` of each
     judge's backend runs once here, before any call (unless ``preflight`` is False). With
     ``triage``, a judged metric that has a triage band gets a
-    :class:`~contextlens.metrics.base.Triage` that counts the calls it saves."""
+    :class:`~contextlens.metrics.base.Triage` that counts the calls it saves. With ``batch``,
+    every judge's calls go through its provider's batch API."""
     keys = [registry.key_of(m) for m in metrics]
     marks = pass_marks_for(thresholds or {}, keys)
 
     def judge_for(choice: Any) -> Judge | None:
-        return resolve_judge(choice, limits=limits, cache=cache, retry=retry)
+        return resolve_judge(choice, limits=limits, cache=cache, retry=retry, batch=batch)
 
     def embedder_for(choice: Any) -> Embedder:
         return CachedEmbedder(as_embedder(choice), cache)

@@ -59,6 +59,8 @@ class RunConfig(BaseModel):
     triage band whose offline probability is outside it, the judge the rest (see
     :meth:`~contextlens.metrics.metric.Metric.score`); a metric without a band is judged
     as usual, and its summary says so.
+    ``batch``: the judge calls go through the judge's provider's batch API, at its batch
+    price (see :mod:`contextlens.judges.batching`); the run waits for the batches.
     ``statistical_mode``: the aggregate's interval (None: ``BayesianMode()``).
     ``keep_results``: keep every item in memory (None: when there is no ``out``).
     ``progress``: a bar on stderr (None: when stderr is a terminal), or a
@@ -83,6 +85,7 @@ class RunConfig(BaseModel):
     thresholds: dict[str, float] = Field(default_factory=dict)
     max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     triage: bool = False
+    batch: bool = False
     statistical_mode: StatisticalMode | None = None
     keep_results: bool | None = None
     progress: bool | ProgressCallback | None = None
@@ -181,6 +184,7 @@ class RunConfig(BaseModel):
             thresholds={str(k): v for k, v in self.thresholds.items()},
             max_cost=self.max_cost,
             triage=self.triage,
+            batch=self.batch,
             cache=_label(self.cache, "default") if self.cache is not True else "default",
             out=None if self.out is None else str(getattr(self.out, "out", self.out)),
             statistical_mode=None if mode is None else repr(mode),
@@ -204,6 +208,7 @@ class RunOptions(TypedDict, total=False):
     thresholds: dict[str, float]
     max_cost: float | None
     triage: bool
+    batch: bool
     statistical_mode: StatisticalMode | None
     keep_results: bool | None
     progress: bool | ProgressCallback | None

@@ -24,6 +24,7 @@ from contextlens.runner.config import RunConfig, RunOptions
 from contextlens.runner.dry_run import CostEstimate, DryRunJudge, estimate_of, measured_completions
 from contextlens.runner.executor import Executor, resolve_executor
 from contextlens.runner.folder import RunFolder
+from contextlens.runner.heap import steady_heap
 from contextlens.runner.loop import RunLoop, score_item
 from contextlens.schemas import MetricKey
 from contextlens.sync import run_sync
@@ -85,6 +86,7 @@ async def aevaluate(
         thresholds=run_config.thresholds,
         preflight=not dry_run,  # a dry run makes no call: a key need not be set
         triage=run_config.triage,
+        batch=run_config.batch,
     )
     if run_config.triage and not any(b.services.judge is not None for b in bound):
         raise ValueError(
@@ -108,7 +110,8 @@ async def aevaluate(
         total=total,
         dry_run=dry_run,
     )
-    await loop.run(cases)
+    with steady_heap():
+        await loop.run(cases)
     if dry_run:
         triaged = {b.key: loop.tallies[b.key].decided for b in bound if b.services.triage}
         return estimate_of([b.key for b in bound], dry, loop.read, triage=triaged or None)

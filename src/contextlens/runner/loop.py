@@ -37,6 +37,7 @@ from contextlens.runner.summaries import (
     not_run_item,
 )
 from contextlens.schemas import MetricKey
+from contextlens.sync import gather_all
 
 __all__ = ["HEARTBEAT_SECONDS", "RunLoop", "score_item"]
 
@@ -147,7 +148,7 @@ class RunLoop:
         """Every metric that applies to ``case``, at once; its items, then the case, written."""
         ident = case_id(case, index)
         applicable = [b for b in self.bound if b.applies_to(case)]
-        done = await asyncio.gather(*(self.score(b, case, ident) for b in applicable))
+        done = await gather_all(self.score(b, case, ident) for b in applicable)
         if not all(self.record(item, index) for item in done):
             return
         if not self.record_case(ident, case):

@@ -109,6 +109,15 @@ def run(
             "its metric's band) and send only the rest to the judge",
         ),
     ] = False,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="send the judge calls through the provider's batch API (OpenAI, or a server "
+            "that serves /v1/batches; Anthropic) at its batch price, and wait for the "
+            "batches; a run stopped and started again collects them, paying nothing twice",
+        ),
+    ] = False,
     triage_band: Annotated[
         list[str],
         typer.Option(
@@ -150,6 +159,7 @@ def run(
         dry_run=dry_run,
         max_cost=max_cost,
         triage=triage,
+        batch=batch,
         triage_band=triage_band,
         name=name,
         tag=tag,

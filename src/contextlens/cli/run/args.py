@@ -36,6 +36,7 @@ class RunArgs:
     dry_run: bool
     max_cost: float | None
     triage: bool
+    batch: bool
     triage_band: list[str]
     name: str | None
     tag: list[str]

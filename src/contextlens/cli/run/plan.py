@@ -89,6 +89,10 @@ def checked_settings(args: RunArgs) -> Settings:
         )
     if args.triage and args.ray is not None:
         raise UsageProblem("--triage runs on this machine; run it without --ray")
+    if args.batch and args.judge is None:
+        raise UsageProblem("--batch sends the judge calls in batches: give --judge")
+    if args.batch and args.ray is not None:
+        raise UsageProblem("--batch waits for the provider's batches here; run it without --ray")
     if args.triage_band and not args.triage:
         raise UsageProblem("--triage-band sets a band of --triage: add --triage")
     outputs = Outputs(
@@ -218,6 +222,7 @@ def _run_config(
         thresholds=pass_marks,
         max_cost=args.max_cost,
         triage=args.triage,
+        batch=args.batch,
         progress=progress_option("run", args.quiet),
         name=args.name,
         tags=settings.tags,

@@ -1,0 +1,212 @@
+"""Batch judging against a real batch server on 127.0.0.1: the same results as a live run at
+half the price, failed and expired lines retried, and a killed run that pays nothing twice."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from contextlens import evaluate
+from contextlens.engine.accounting import PRICES
+from contextlens.engine.batchlog import BatchLog
+from contextlens.judges import OpenAICompatBackend
+from contextlens.judges.anthropic import AnthropicBackend
+from contextlens.judges.batching import BatchBackend, request_id
+from contextlens.judges.resolve import batched
+from contextlens.testing import FakeBatchServer, FakeOpenAIServer
+from support.rag import CASES, rule_reply
+
+MODEL = "batch-judge"
+RANKED = "context-precision-ranked"
+PRICES.register(MODEL, 1.0, 4.0)
+
+CASES_20 = [
+    {**case, "id": f"{case['id']}-{i}", "input": f"{case['input']} ({i})"}
+    for i in range(10)
+    for case in CASES
+]
+
+
+def _scores(run) -> dict[tuple[str, str], float | None]:
+    return {(r.case_id, r.metric): r.score for r in run.results}
+
+
+def _run(judge: str, metrics: list[str], **options):
+    return evaluate(CASES_20, metrics, judge=judge, cache=False, progress=False, **options)
+
+
+def test_a_batched_run_scores_as_a_live_run_at_half_the_price():
+    metrics = ["faithfulness", RANKED]
+    with FakeOpenAIServer(reply=rule_reply) as live:
+        live_run = _run(f"{live.base_url}#{MODEL}", metrics)
+    with FakeBatchServer(delay=0.1, reply=rule_reply) as server:
+        batch_run = _run(f"{server.base_url}#{MODEL}", metrics, batch=True)
+    assert _scores(batch_run) == _scores(live_run)
+    assert all(s.n_failed == 0 for s in batch_run.summaries.values())
+    total = batch_run.accounting.total
+    assert total.calls == len(server.requests) == live_run.accounting.total.calls
+    full = PRICES.cost(MODEL, _usage(total))
+    assert full is not None and total.cost == pytest.approx(full / 2)
+    assert len(server.batches) == 1  # one call per case and metric, all in one batch
+
+
+def _usage(counts):
+    from contextlens.backend import Usage
+
+    return Usage(counts.prompt_tokens, counts.completion_tokens)
+
+
+def test_a_dry_run_prices_batched_calls_at_the_batch_rate():
+    with FakeBatchServer() as server:
+        judge = f"{server.base_url}#{MODEL}"
+        live = evaluate(CASES_20, [RANKED], judge=judge, dry_run=True, cache=False)
+        batch = evaluate(
+            CASES_20,
+            [RANKED],
+            judge=judge,
+            dry_run=True,
+            cache=False,
+            batch=True,
+        )
+    assert live.cost is not None and batch.cost == pytest.approx(live.cost / 2)
+    assert server.batches == [] and server.files == 0
+
+
+def test_failed_and_expired_lines_are_asked_again_in_a_later_batch():
+    with FakeBatchServer(
+        delay=0.1, reply=rule_reply, fail_requests={0, 5}, expire_batches={0}, expire_after=12
+    ) as server:
+        run = _run(f"{server.base_url}#{MODEL}", [RANKED], batch=True)
+    summary = run.summaries[RANKED]
+    assert summary.n == 20 and summary.n_failed == 0
+    assert len(server.batches) == 2
+    asked = [r["custom_id"] for r in server.requests]
+    assert len(asked) == 20 + 10  # 2 failed lines, 8 expired (the first 12 of 20 answered)
+    assert len(set(asked)) == 20 and run.accounting.total.retries == 10
+
+
+def test_only_calls_missing_from_the_cache_are_submitted(tmp_path):
+    cache = tmp_path / "cache.sqlite3"
+    with FakeBatchServer(delay=0.05, reply=rule_reply) as server:
+        judge = f"{server.base_url}#{MODEL}"
+        evaluate(CASES_20[:6], [RANKED], judge=judge, cache=cache, batch=True)
+        run = evaluate(CASES_20, [RANKED], judge=judge, cache=cache, batch=True)
+    assert len(server.requests) == 20 and len(server.batches) == 2
+    assert run.accounting.total.cache_hits == 6 and run.summaries[RANKED].n == 20
+
+
+_CHILD = """
+import sys
+from contextlens import evaluate
+sys.path.insert(0, {tests!r})
+from support.rag import CASES
+cases = [{{**c, "id": f"{{c['id']}}-{{i}}", "input": f"{{c['input']}} ({{i}})"}}
+         for i in range(10) for c in CASES]
+evaluate(cases, ["context-precision-ranked"], judge={judge!r}, cache=False, batch=True,
+         progress=False)
+"""
+
+
+def test_a_run_killed_mid_batch_and_run_again_submits_nothing_twice(tmp_path):
+    env = {**os.environ, "CONTEXTLENS_CACHE_DIR": str(tmp_path)}
+    tests = str(Path(__file__).parents[1])
+    with FakeBatchServer(delay=3600, reply=rule_reply) as server:
+        judge = f"{server.base_url}#{MODEL}"
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD.format(tests=tests, judge=judge)],
+            env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        deadline = time.monotonic() + 60
+        while not server.batches and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        assert server.batches, "the child made no batch"
+        time.sleep(0.2)  # the batch is written in the log as it is created
+        child.kill()
+        child.wait(10)
+        submitted = len(server.requests)
+        server.delay = 0.0  # the batch ends at the provider while nobody waits
+        os.environ["CONTEXTLENS_CACHE_DIR"] = str(tmp_path)
+        try:
+            run = _run(judge, [RANKED], batch=True)
+        finally:
+            os.environ["CONTEXTLENS_CACHE_DIR"] = env["CONTEXTLENS_CACHE_DIR"]
+    assert len(server.batches) == 1 and len(server.requests) == submitted == 20
+    assert run.summaries[RANKED].n_failed == 0
+    assert server.downloads >= 1
+
+
+def test_the_batches_command_lists_and_cancels_what_a_stopped_run_left(tmp_path):
+    with FakeBatchServer(delay=3600) as server:
+        log = BatchLog(tmp_path / "batches.sqlite3")
+        live = OpenAICompatBackend(MODEL, base_url=server.base_url, api_key="")
+        backend = batched(live, log=log)
+        import asyncio
+
+        batch_id = asyncio.run(backend.api.submit([("r1", backend.api.request(_MSGS, None))]))
+        log.record(backend.key, batch_id, ["r1"])
+        states = asyncio.run(backend.logged())
+        assert [(s.batch_id, s.ended) for s in states] == [(batch_id, False)]
+        cancelled = asyncio.run(backend.cancel_logged())
+        assert [s.status for s in cancelled] == ["cancelled"] and server.cancelled == 1
+        assert log.batches(backend.key) == [] and log.batch_of(backend.key, "r1") is None
+
+
+_MSGS = [{"role": "user", "content": "judge this"}]
+
+
+def test_anthropic_message_batches_score_as_the_openai_shape(monkeypatch):
+    def reply(params: dict) -> str:  # the rule judge reads the system prompt as a message
+        system = {"role": "system", "content": params["system"]}
+        return rule_reply({"messages": [system, *params["messages"]]})
+
+    with FakeBatchServer(delay=0.05, reply=reply, api_key="sk-ant-test") as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        run = _run(f"anthropic:{MODEL}", [RANKED], batch=True)
+        body = server.requests[0]["body"]
+    summary = run.summaries[RANKED]
+    assert summary.n == 20 and summary.n_failed == 0
+    assert body["max_tokens"] > 0 and "system" in body
+    assert all(m["role"] != "system" for m in body["messages"])
+    assert server.batches[0].startswith("msgbatch_")
+
+
+def test_a_request_id_is_the_same_call_in_every_run_and_fits_every_provider():
+    body = {"model": "m", "messages": _MSGS}
+    rid = request_id("k", body)
+    assert rid == request_id("k", dict(reversed(body.items()))) and len(rid) == 40
+    assert rid != request_id("other", body) and rid.isalnum()
+
+
+def test_a_backend_without_a_batch_api_is_refused_with_what_has_one():
+    from contextlens.judges.litellm import LiteLLMBackend
+
+    with pytest.raises(TypeError, match="openai:MODEL"):
+        batched(LiteLLMBackend("openai/gpt-4o-mini"))
+    assert isinstance(batched(AnthropicBackend("claude-x", api_key="k")), BatchBackend)
+
+
+def test_a_batch_log_that_cannot_be_written_is_said_once_and_the_run_goes_on(tmp_path):
+    log = BatchLog(tmp_path / "b.sqlite3")
+    log.close()
+    (tmp_path / "b.sqlite3").write_bytes(b"not a database, " * 64)  # damaged after opening
+    with FakeBatchServer(delay=0.05, reply=rule_reply) as server:
+        live = OpenAICompatBackend(MODEL, base_url=server.base_url, api_key="")
+        judge = batched(live, log=log)
+        from contextlens.judges import LLMJudge
+
+        with pytest.warns(RuntimeWarning, match="batch log"):
+            run = evaluate(
+                CASES_20,
+                [RANKED],
+                judge=LLMJudge(judge),
+                cache=False,
+                progress=False,
+            )
+    assert run.summaries[RANKED].n_failed == 0
+    assert log.broken is not None and "not a database" in log.broken
