@@ -4,14 +4,15 @@ them."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from contextlens.backend import ChatBackend
 from contextlens.cli.application import UsageProblem, out
-from contextlens.judges.batching import BatchState
 from contextlens.terminal import line, table
+
+if TYPE_CHECKING:
+    from contextlens.judges.batching import BatchState
 
 __all__ = ["batches"]
 
@@ -27,6 +28,7 @@ def batches(
 ) -> None:
     """The batches of JUDGE that runs submitted and have not read yet (a run stopped while
     they were running), as the provider says they are now; with --cancel, cancelled."""
+    from contextlens.backend import ChatBackend
     from contextlens.judges.resolve import as_backend, batched
 
     backend = as_backend(judge)
