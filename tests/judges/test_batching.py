@@ -3,6 +3,7 @@ half the price, failed and expired lines retried, and a killed run that pays not
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -186,7 +187,7 @@ def test_a_request_id_is_the_same_call_in_every_run_and_fits_every_provider():
 def test_a_backend_without_a_batch_api_is_refused_with_what_has_one():
     from contextlens.judges.litellm import LiteLLMBackend
 
-    with pytest.raises(TypeError, match="openai:MODEL"):
+    with pytest.raises(ValueError, match="openai:MODEL"):
         batched(LiteLLMBackend("openai/gpt-4o-mini"))
     assert isinstance(batched(AnthropicBackend("claude-x", api_key="k")), BatchBackend)
 
@@ -210,3 +211,71 @@ def test_a_batch_log_that_cannot_be_written_is_said_once_and_the_run_goes_on(tmp
             )
     assert run.summaries[RANKED].n_failed == 0
     assert log.broken is not None and "not a database" in log.broken
+
+
+def _contextlens(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join([str(Path(__file__).parents[2] / "src"), *sys.path])
+    return subprocess.run(
+        [sys.executable, "-m", "contextlens", *args],
+        env={**os.environ, **env, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _data(tmp_path: Path) -> Path:
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(case) + "\n" for case in CASES_20[:4]))
+    return data
+
+
+def test_batch_with_a_judge_that_has_no_batch_api_is_a_usage_error_not_a_traceback(tmp_path):
+    done = _contextlens(
+        "run", str(_data(tmp_path)), "-m", RANKED, "--judge", "litellm:openai/gpt-4o-mini",
+        "--batch", "--out", str(tmp_path / "out"),
+        env={"CONTEXTLENS_CACHE_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "error: batch judging goes through a provider's batch API" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_batched_run_writes_no_key_into_its_files(tmp_path):
+    key = "sk-batchkey-0123456789abcdef"
+    with FakeBatchServer(delay=0.05, reply=rule_reply, api_key=key) as server:
+        done = _contextlens(
+            "run", str(_data(tmp_path)), "-m", RANKED, "--judge", f"{server.base_url}#{MODEL}",
+            "--batch", "--out", str(tmp_path / "out"),
+            env={"CONTEXTLENS_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": key},
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(server.batches) == 1
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "batches.sqlite3" for p in written)
+    assert [p for p in written if key.encode() in p.read_bytes()] == []
+    assert key not in done.stdout + done.stderr
+
+
+async def test_a_run_stopped_mid_batch_says_how_to_collect_or_cancel(caplog):
+    import asyncio
+
+    from contextlens.runner import aevaluate
+
+    with FakeBatchServer(delay=3600) as server:
+        task = asyncio.ensure_future(
+            aevaluate(CASES_20, [RANKED], judge=f"{server.base_url}#{MODEL}", batch=True,
+                      cache=False, progress=False)
+        )  # fmt: skip
+        while not server.batches:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with (
+            caplog.at_level("WARNING", logger="contextlens.judge"),
+            pytest.raises(asyncio.CancelledError),
+        ):
+            await task
+    said = [r.getMessage() for r in caplog.records if "keep running" in r.getMessage()]
+    assert len(said) == 1 and server.batches[0] in said[0]
+    assert "contextlens batches --judge JUDGE --cancel" in said[0]

@@ -3,12 +3,12 @@ them."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from contextlens.cli.application import UsageProblem, out
+from contextlens.sync import run_sync
 from contextlens.terminal import line, table
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def batches(
         raise UsageProblem(f"--judge {judge!r}: batches are a judge's; give a judge spec")
     try:
         batching = batched(backend) if isinstance(backend, ChatBackend) else None
-    except TypeError as exc:
+    except ValueError as exc:
         raise UsageProblem(str(exc)) from None
     if batching is None:
         raise UsageProblem(f"--judge {judge!r}: this judge makes its own calls, in no batch")
@@ -47,7 +47,7 @@ def batches(
         finally:
             await batching.aclose()
 
-    states = asyncio.run(ask())
+    states = run_sync(ask())
     if not states:
         out.print(line(f"no batches of {judge} are waiting to be read"))
         return

@@ -15,19 +15,15 @@ its calls again).
 
 from __future__ import annotations
 
-import functools
 import os
-import sqlite3
-import threading
 import time
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from contextlens.engine.cache import default_cache_path
-from contextlens.engine.sqlite import Closing, SQLiteFile, file_path
+from contextlens.engine.sqlite import Bypassable, SQLiteFile, bypassed_on_fault, file_path
 from contextlens.errors import ContextLensError
 
 __all__ = ["BatchLog", "BatchLogError", "LoggedBatch", "default_batch_log_path"]
@@ -54,8 +50,6 @@ CREATE TABLE IF NOT EXISTS requests (
 #: A batch's state in the log: its results not yet read; read, or cancelled.
 OPEN, CLOSED = "open", "closed"
 
-R = TypeVar("R")
-
 
 class BatchLogError(ContextLensError):
     """The batch log file cannot be opened or used."""
@@ -77,35 +71,28 @@ def default_batch_log_path() -> Path:
     return default_cache_path().parent / "batches.sqlite3"
 
 
-def _guarded(default: Any) -> Callable[[Callable[..., R]], Callable[..., R]]:
-    def wrap(method: Callable[..., R]) -> Callable[..., R]:
-        @functools.wraps(method)
-        def guarded(self: BatchLog, *args: Any) -> R:
-            if self.broken is not None:
-                return default() if callable(default) else default
-            try:
-                return method(self, *args)
-            except (sqlite3.Error, OSError, BatchLogError) as exc:
-                self._break(exc)
-                return default() if callable(default) else default
-
-        return guarded
-
-    return wrap
+def _nothing(self: BatchLog, *args: Any) -> None:
+    return None
 
 
-class BatchLog(Closing):
+def _none_listed(self: BatchLog, *args: Any) -> list[LoggedBatch]:
+    return []
+
+
+class BatchLog(Bypassable):
     """The batches a backend submitted and the requests in each, in one SQLite file.
 
     Safe to share between threads and processes (as the cache is). ``endpoint`` names the
     provider's API and account (a backend's ``key``): ids are only looked up under it.
     """
 
+    bypassed = (
+        "batches go on, but are not recorded: a run stopped from now on would submit its "
+        "calls again"
+    )
+
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = file_path(default_batch_log_path() if path is None else path, "BatchLog")
-        #: Why the log is bypassed (its first fault), or None while it works.
-        self.broken: str | None = None
-        self._lock = threading.Lock()
         self._db = SQLiteFile(
             self.path,
             name="the batch log",
@@ -121,19 +108,7 @@ class BatchLog(Closing):
     def close(self) -> None:
         self._db.close()
 
-    def _break(self, exc: BaseException) -> None:
-        with self._lock:
-            if self.broken is not None:
-                return
-            self.broken = f"{type(exc).__name__}: {exc}"
-        warnings.warn(
-            f"the batch log {self.path} cannot be used ({self.broken}); batches go on, but "
-            "are not recorded: a run stopped from now on would submit its calls again",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-
-    @_guarded(None)
+    @bypassed_on_fault(_nothing)
     def record(self, endpoint: str, batch_id: str, request_ids: Sequence[str]) -> None:
         """The batch ``batch_id`` was created with ``request_ids``: written at once."""
         with self._db.write() as conn:
@@ -146,7 +121,7 @@ class BatchLog(Closing):
                 [(r, endpoint, batch_id) for r in request_ids],
             )
 
-    @_guarded(None)
+    @bypassed_on_fault(_nothing)
     def batch_of(self, endpoint: str, request_id: str) -> str | None:
         """The open batch ``request_id`` was submitted in, or None."""
         row = (
@@ -161,7 +136,7 @@ class BatchLog(Closing):
         )
         return None if row is None else str(row[0])
 
-    @_guarded(None)
+    @bypassed_on_fault(_nothing)
     def forget(self, endpoint: str, request_ids: Sequence[str]) -> None:
         """``request_ids`` failed or expired in their batch: they may be submitted again."""
         with self._db.write() as conn:
@@ -170,7 +145,7 @@ class BatchLog(Closing):
                 [(endpoint, r) for r in request_ids],
             )
 
-    @_guarded(None)
+    @bypassed_on_fault(_nothing)
     def close_batch(self, endpoint: str, batch_id: str) -> None:
         """The batch's results were read (or it was cancelled): it is waited for no more."""
         with self._db.write() as conn:
@@ -182,7 +157,7 @@ class BatchLog(Closing):
                 "DELETE FROM requests WHERE endpoint = ? AND batch_id = ?", (endpoint, batch_id)
             )
 
-    @_guarded(list)
+    @bypassed_on_fault(_none_listed)
     def batches(
         self, endpoint: str | None = None, *, state: str | None = OPEN
     ) -> list[LoggedBatch]:

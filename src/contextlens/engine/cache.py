@@ -7,7 +7,6 @@ every reply it had already received, and the next run resumes from there.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -15,7 +14,7 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,7 +23,7 @@ import numpy as np
 import platformdirs
 
 from contextlens.backend import Completion, Usage
-from contextlens.engine.sqlite import Closing, SQLiteFile, file_path
+from contextlens.engine.sqlite import Bypassable, Closing, SQLiteFile, bypassed_on_fault, file_path
 from contextlens.errors import ContextLensError
 
 __all__ = [
@@ -78,27 +77,6 @@ class CacheError(ContextLensError):
 R = TypeVar("R")
 
 
-def _only_a_cache(default: Callable[..., Any]) -> Callable[[Callable[..., R]], Callable[..., R]]:
-    """A cache operation whose fault (a locked, damaged or unreadable file, a full disk) is
-    never an item's failure: the first fault is warned about once, and from then on the
-    cache is bypassed (``default(*args)`` answers: a miss, or nothing stored)."""
-
-    def wrap(method: Callable[..., R]) -> Callable[..., R]:
-        @functools.wraps(method)
-        def guarded(self: Cache, *args: Any) -> R:
-            if self.broken is not None:
-                return default(self, *args)
-            try:
-                return method(self, *args)
-            except (sqlite3.Error, OSError, CacheError) as exc:
-                self._break(exc)
-                return default(self, *args)
-
-        return guarded
-
-    return wrap
-
-
 def _miss(self: Cache, *args: Any) -> None:
     return None
 
@@ -143,7 +121,7 @@ def _load_parsed(text: str | None) -> Any:
         return None
 
 
-class Cache(Closing):
+class Cache(Bypassable):
     """Judge replies and embeddings in one SQLite file.
 
     Args:
@@ -159,8 +137,6 @@ class Cache(Closing):
         self.hits = 0
         self.misses = 0
         self.writes = 0
-        #: Why the cache is bypassed (its first fault), or None while it works.
-        self.broken: str | None = None
         self._counter_lock = threading.Lock()
         self._db = SQLiteFile(
             self.path,
@@ -172,6 +148,11 @@ class Cache(Closing):
             rebuild=("completions", "embeddings"),
             busy_timeout=CACHE_BUSY_TIMEOUT,
         )
+
+    bypassed = (
+        "it is bypassed: every judge call and embedding of this run is made afresh, and none "
+        "is lost"
+    )
 
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection, opened (and the schema checked) on first use."""
@@ -186,18 +167,6 @@ class Cache(Closing):
             f"Cache({str(self.path)!r}, hits={self.hits}, misses={self.misses}, "
             f"writes={self.writes})"
         )
-
-    def _break(self, exc: BaseException) -> None:
-        """Bypass the cache from now on, saying why once."""
-        with self._counter_lock:
-            if self.broken is not None:
-                return
-            self.broken = f"{type(exc).__name__}: {exc}"
-        message = (
-            f"the cache {self.path} cannot be used ({self.broken}); it is bypassed: every "
-            "judge call and embedding of this run is made afresh, and none is lost"
-        )
-        warnings.warn(message, RuntimeWarning, stacklevel=3)  # said once, by one channel
 
     def _count(self, hits: int = 0, misses: int = 0, writes: int = 0) -> None:
         with self._counter_lock:
@@ -222,7 +191,7 @@ class Cache(Closing):
 
     # -- completions -------------------------------------------------------------------
 
-    @_only_a_cache(_miss)
+    @bypassed_on_fault(_miss)
     def get_completion(self, key: str) -> Completion | None:
         """The stored reply for ``key``, or ``None``."""
         row = (
@@ -251,7 +220,7 @@ class Cache(Closing):
             parsed=_load_parsed(parsed),
         )
 
-    @_only_a_cache(_miss)
+    @bypassed_on_fault(_miss)
     def put_completion(self, key: str, completion: Completion) -> None:
         """Store ``completion`` under ``key`` (replacing any), committed at once.
 
@@ -276,7 +245,7 @@ class Cache(Closing):
 
     # -- embeddings --------------------------------------------------------------------
 
-    @_only_a_cache(_no_vectors)
+    @bypassed_on_fault(_no_vectors)
     def get_embeddings(self, model: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
         """The stored vectors of ``texts`` under ``model``, by index in ``texts``
         (float32, one array per hit; missing texts are absent). A stored vector that is
@@ -305,7 +274,7 @@ class Cache(Closing):
         self._count(hits=len(hits), misses=len(keys) - len(hits))
         return hits
 
-    @_only_a_cache(_miss)
+    @bypassed_on_fault(_miss)
     def put_embeddings(self, model: str, texts: Sequence[str], vectors: Any) -> None:
         """Store one vector per text under ``model``, in a single transaction.
 

@@ -7,19 +7,30 @@ transactions, and the schema created or checked against ``PRAGMA user_version``.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import sqlite3
 import threading
 import time
+import warnings
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["BUSY_TIMEOUT", "Closing", "SQLiteFile", "connect", "file_path", "transaction"]
+__all__ = [
+    "BUSY_TIMEOUT",
+    "Bypassable",
+    "Closing",
+    "SQLiteFile",
+    "bypassed_on_fault",
+    "connect",
+    "file_path",
+    "transaction",
+]
 
 BUSY_TIMEOUT = 30.0
 """Seconds a connection waits for another one's write lock."""
@@ -29,6 +40,7 @@ BUSY_TIMEOUT = 30.0
 _inherited: list[sqlite3.Connection] = []
 
 _C = TypeVar("_C", bound="Closing")
+_R = TypeVar("_R")
 
 
 class Closing:
@@ -47,6 +59,55 @@ class Closing:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class Bypassable(Closing):
+    """A file that only helps (a cache, a log): a fault of it (locked, damaged, unreadable,
+    a full disk) never fails what uses it. The first fault is said once, with ``bypassed``
+    (what going on without the file means), and from then on the file is bypassed: the
+    operations marked :func:`bypassed_on_fault` answer their default."""
+
+    #: Why the file is bypassed (its first fault), or None while it works.
+    broken: str | None = None
+    path: Path
+    _db: SQLiteFile
+    #: What going on without the file means, said with its first fault.
+    bypassed: str = "it is bypassed"
+
+    def _break(self, exc: BaseException) -> None:
+        """Bypass the file from now on, saying why once."""
+        with _breaking:
+            if self.broken is not None:
+                return
+            self.broken = f"{type(exc).__name__}: {exc}"
+        message = f"{self._db.name} {self.path} cannot be used ({self.broken}); {self.bypassed}"
+        warnings.warn(message, RuntimeWarning, stacklevel=3)  # said once, by one channel
+
+
+_breaking = threading.Lock()
+
+
+def bypassed_on_fault(
+    default: Callable[..., Any],
+) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
+    """An operation of a :class:`Bypassable` whose fault is never its caller's: the first one
+    breaks the file (:meth:`Bypassable._break`), and once it is broken ``default(self, *args)``
+    answers (a miss, nothing stored)."""
+
+    def wrap(method: Callable[..., _R]) -> Callable[..., _R]:
+        @functools.wraps(method)
+        def guarded(self: Bypassable, *args: Any) -> _R:
+            if self.broken is not None:
+                return default(self, *args)
+            try:
+                return method(self, *args)
+            except (sqlite3.Error, OSError, self._db.error) as exc:
+                self._break(exc)
+                return default(self, *args)
+
+        return guarded
+
+    return wrap
 
 
 def file_path(path: str | os.PathLike[str], owner: str) -> Path:

@@ -11,7 +11,7 @@ where the schema allows.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
@@ -109,7 +109,9 @@ class AnthropicBackend(OpenAICompatBackend):
         return message_completion(data, text, self._redact, latency)
 
 
-def message_completion(data: Any, text: str, redact: Any, latency: float = 0.0) -> Completion:
+def message_completion(
+    data: Any, text: str, redact: Callable[[str], str], latency: float = 0.0
+) -> Completion:
     """A Messages API reply (a ``message`` object) as a completion: its text blocks joined,
     its ``usage`` as counted (a count not believable is 0)."""
     content = data.get("content") if isinstance(data, dict) else None

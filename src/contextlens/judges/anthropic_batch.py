@@ -15,7 +15,7 @@ from typing import Any
 
 from contextlens.backend import BackendError, FatalError, TransientError, http_error
 from contextlens.judges.anthropic import AnthropicBackend, message_completion
-from contextlens.judges.batching import BatchLine, BatchState
+from contextlens.judges.batching import BatchLine, BatchState, count_in, text_field
 from contextlens.judges.openai_batch import BatchHTTP
 
 __all__ = ["AnthropicBatches"]
@@ -36,10 +36,7 @@ class AnthropicBatches(BatchHTTP):
             "/messages/batches",
             json_body={"requests": [{"custom_id": rid, "params": body} for rid, body in requests]},
         )
-        batch_id = created.get("id")
-        if not isinstance(batch_id, str) or not batch_id:
-            raise FatalError("POST /messages/batches: the reply has no id")
-        return batch_id
+        return text_field(created, "id", "POST /messages/batches")
 
     async def state(self, batch_id: str) -> BatchState:
         return _state(await self._json("GET", f"/messages/batches/{batch_id}"))
@@ -86,24 +83,15 @@ class AnthropicBatches(BatchHTTP):
 
 
 def _state(data: Mapping[str, Any]) -> BatchState:
-    batch_id = data.get("id")
-    if not isinstance(batch_id, str) or not batch_id:
-        raise FatalError("a message batch without an id")
     counts = data.get("request_counts")
-    counts = counts if isinstance(counts, dict) else {}
-
-    def count(name: str) -> int:
-        value = counts.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    failed = count("errored") + count("canceled") + count("expired")
-    done = count("succeeded")
+    done = count_in(counts, "succeeded")
+    failed = sum(count_in(counts, name) for name in ("errored", "canceled", "expired"))
     status = str(data.get("processing_status") or "unknown")
     return BatchState(
-        batch_id=batch_id,
+        batch_id=text_field(data, "id", "a message batch"),
         status=status,
         ended=status == "ended",
         done=done,
         failed=failed,
-        total=done + failed + count("processing"),
+        total=done + failed + count_in(counts, "processing"),
     )

@@ -18,8 +18,8 @@ calls in flight as a batch holds.
 Every batch is written in a :class:`~contextlens.engine.batchlog.BatchLog` as it is created:
 a run stopped, killed or started again finds its requests there and waits for the batches
 they are in, and submits nothing twice. Stopped with Ctrl-C, the batches keep running at the
-provider; the same command collects them later, ``contextlens batches --cancel`` cancels
-them.
+provider; the same command collects them later, ``contextlens batches --judge JUDGE
+--cancel`` cancels them.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from contextlens.backend import (
     BackendError,
     ChatBackend,
     Completion,
+    FatalError,
     Message,
     ReplyFormat,
     TransientError,
@@ -55,7 +56,9 @@ __all__ = [
     "BatchBackend",
     "BatchLine",
     "BatchState",
+    "count_in",
     "request_id",
+    "text_field",
 ]
 
 log = logger("contextlens.judge")
@@ -140,10 +143,27 @@ class BatchAPI(Protocol):
         ...
 
 
-def request_id(api_key: str, body: Mapping[str, Any]) -> str:
-    """A request's custom id: 40 hex digits of a SHA-256 of the API and the body (the same
-    call gives the same id in every run, and ids fit every provider's pattern)."""
-    data = json.dumps([api_key, body], sort_keys=True, separators=(",", ":"), default=str)
+def text_field(data: Mapping[str, Any], name: str, where: str) -> str:
+    """The non-empty text ``data[name]`` of a provider's reply, else a :class:`FatalError`
+    saying ``where`` it was missing."""
+    value = data.get(name)
+    if not isinstance(value, str) or not value:
+        raise FatalError(f"{where}: the reply has no {name}")
+    return value
+
+
+def count_in(counts: Any, name: str) -> int:
+    """The count ``counts[name]`` of a provider's request counts (0 when it is not a whole
+    number, or ``counts`` is not a mapping)."""
+    value = counts.get(name) if isinstance(counts, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def request_id(endpoint: str, body: Mapping[str, Any]) -> str:
+    """A request's custom id: 40 hex digits of a SHA-256 of the endpoint (a backend's key) and
+    the body (the same call gives the same id in every run; ids fit every provider's
+    pattern)."""
+    data = json.dumps([endpoint, body], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
@@ -191,13 +211,11 @@ class BatchBackend(ChatBackend):
         if gather_seconds < 0 or poll_seconds <= 0:
             raise ValueError("gather_seconds must be >= 0 and poll_seconds > 0")
         self.api = api
-        live = api.live
-        self.name = live.name
-        self.model = live.model
+        live = api.live  # what it is, the live backend's (the cache key is made of these)
+        self.name, self.model = live.name, live.model
         self.formats: ReplyFormat | None = live.formats
         self.max_tokens = live.max_tokens
-        self.concurrency = max_requests
-        self.max_requests = max_requests
+        self.concurrency = self.max_requests = max_requests  # a batch's worth in flight
         self.gather_seconds = gather_seconds
         self.poll_seconds = poll_seconds
         self.log = _opened(log)
@@ -299,7 +317,7 @@ class BatchBackend(ChatBackend):
             batch_id = await self.api.submit(chunk)
         except Exception as exc:  # every call of the chunk fails as the submission did
             error = exc if isinstance(exc, BackendError) else TransientError(str(exc))
-            log.warning("%s: submitting a batch of %d failed: %s", self.key, len(chunk), error)
+            log.info("%s: submitting a batch of %d failed: %s", self.key, len(chunk), error)
             for rid, _ in chunk:
                 self._settle(batches, rid, error=error)
             return
@@ -392,14 +410,14 @@ class BatchBackend(ChatBackend):
 
     def _say_running(self, batches: _Batches) -> None:
         """Say once, when the run is stopped, which batches keep running."""
-        running = sorted(batches.running) or sorted(batches.watchers)
+        running = sorted(batches.watchers)  # followed until their results are read
         if not running or batches.said:
             return
         batches.said = True
         log.warning(
             "stopped: %d batch(es) keep running at the provider (%s); run the same command "
             "again to collect their results (nothing is submitted twice), or `contextlens "
-            "batches --cancel` to cancel them",
+            "batches --judge JUDGE --cancel` (the run's judge) to cancel them",
             len(running),
             ", ".join(running),
         )

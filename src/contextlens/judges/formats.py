@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from contextlens.backend import BackendError, FormatRefused, Message
+from contextlens.judges.parsing import INSTRUCTIONS_OPENING
 from contextlens.judges.schema import (
     field_line,
     reply_token_budget,
@@ -79,21 +80,17 @@ def compact_instructions(messages: Sequence[Message], schema: type[BaseModel]) -
     short = enforced_instructions(schema)
     return [
         {**m, "content": pattern.sub(lambda _: short, m["content"])}
-        if _PRINTED in m["content"]
+        if INSTRUCTIONS_OPENING in m["content"]
         else m
         for m in messages
     ]
-
-
-#: How the printed schema begins (a message without it is left as it is, unscanned).
-_PRINTED = "Answer with one JSON object that follows this JSON schema"
 
 
 @lru_cache(maxsize=256)
 def _instructions(schema: type[BaseModel]) -> re.Pattern[str]:
     schema_json = re.escape(wire_schema_json(schema))
     return re.compile(
-        r"Answer with one JSON object that follows this JSON schema, between .{1,40}? and "
+        re.escape(INSTRUCTIONS_OPENING) + r", between .{1,40}? and "
         r".{1,40}?:\n" + schema_json
     )
 

@@ -23,25 +23,19 @@ import aiohttp
 from pydantic import BaseModel
 
 from contextlens.backend import (
-    BackendConnectionError,
     BackendError,
-    BackendTimeout,
-    Completion,
     FatalError,
+    InvalidReply,
     Message,
     TransientError,
     http_error,
-    retry_after_from,
 )
-from contextlens.judges.batching import BatchLine, BatchState
+from contextlens.judges.batching import BatchLine, BatchState, count_in, text_field
 from contextlens.judges.openai_compat import (
     OpenAICompatBackend,
     _error_message,
-    _LoopSession,
-    _usage,
     endpoint,
 )
-from contextlens.sync import PerLoop
 
 __all__ = ["BatchHTTP", "OpenAIBatches"]
 
@@ -51,19 +45,15 @@ COMPLETION_WINDOW = "24h"
 CHAT_URL = "/v1/chat/completions"
 #: The largest output or error file read, in bytes (OpenAI's input files are 200 MB at most).
 MAX_FILE_BYTES = 512_000_000
-#: Seconds to connect, and between two reads, of an upload or a download.
-FILE_TIMEOUT = 300.0
 
 
 class BatchHTTP:
-    """The HTTP side of a batch API on the server ``live`` calls: its headers and key, one
-    session per event loop, errors raised as the backend contract's kinds."""
+    """The HTTP side of a batch API on the server ``live`` calls: its requests go through
+    the live backend's :meth:`~contextlens.judges.openai_compat.OpenAICompatBackend.exchange`
+    (its session, headers, key and error kinds)."""
 
     def __init__(self, live: OpenAICompatBackend) -> None:
         self._live = live
-        self._sessions: PerLoop[_LoopSession] = PerLoop(
-            lambda: _LoopSession(live.base_url, FILE_TIMEOUT)
-        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._live.base_url!r}, model={self._live.model!r})"
@@ -82,54 +72,18 @@ class BatchHTTP:
         return self._live._body(messages, schema)
 
     async def aclose(self) -> None:
-        opened = self._sessions.pop()
-        if opened is not None:
-            await opened.aclose()
+        await self._live.aclose()
 
     async def _call(
         self, method: str, path: str, *, json_body: Any = None, data: Any = None
     ) -> bytes:
         url = endpoint(self._live.base_url, path)
-        opened = await self._sessions.get().ready()
         try:
-            async with opened.session.request(
-                method,
-                url,
-                json=json_body,
-                data=data,
-                headers=self._live._request_headers(),
-                proxy=opened.proxy,
-                allow_redirects=False,
-            ) as response:
-                status = response.status
-                read = bytearray()
-                async for chunk in response.content.iter_chunked(65_536):
-                    read += chunk
-                    if len(read) > MAX_FILE_BYTES:
-                        raise FatalError(
-                            f"{method} {url}: the reply is over {MAX_FILE_BYTES:,} bytes"
-                        )
-                body = bytes(read)
-                text = body[:1200].decode("utf-8", errors="replace")
-                if status >= 400:
-                    raise http_error(
-                        status,
-                        self._live._redact(_error_message(text, response.reason)),
-                        retry_after_from(response.headers),
-                    )
-                if status >= 300:
-                    raise FatalError(f"HTTP {status}: {url} redirects; redirects are not followed")
-                return body
-        except aiohttp.ClientConnectorError as exc:
-            raise BackendConnectionError(
-                self._live._redact(f"{type(exc).__name__} calling {url}: {exc}"), connected=False
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise BackendConnectionError(
-                self._live._redact(f"{type(exc).__name__} calling {url}: {exc}"), connected=True
-            ) from None
-        except TimeoutError:
-            raise BackendTimeout(f"no reply from {url}") from None
+            return await self._live.exchange(
+                method, url, json_body=json_body, data=data, limit=MAX_FILE_BYTES
+            )
+        except InvalidReply as exc:  # a file over the limit is no reply to re-ask
+            raise FatalError(f"{method} {url}: {exc.message}") from None
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         body = await self._call(method, path, **kwargs)
@@ -170,7 +124,7 @@ class OpenAIBatches(BatchHTTP):
             content_type="application/jsonl",
         )
         uploaded = await self._json("POST", "/files", data=form)
-        file_id = _field(uploaded, "id", "POST /files")
+        file_id = text_field(uploaded, "id", "POST /files")
         created = await self._json(
             "POST",
             "/batches",
@@ -181,7 +135,7 @@ class OpenAIBatches(BatchHTTP):
                 "metadata": {"made_by": "contextlens"},
             },
         )
-        return _field(created, "id", "POST /batches")
+        return text_field(created, "id", "POST /batches")
 
     async def state(self, batch_id: str) -> BatchState:
         return _state(await self._json("GET", f"/batches/{batch_id}"))
@@ -202,8 +156,7 @@ class OpenAIBatches(BatchHTTP):
                     rid, line = self._line(raw, f"{batch_id} {name} line {number}")
                     if rid is not None:
                         out[rid] = line
-        status = str(batch.get("status"))
-        if status in ("failed",) and not out:
+        if batch.get("status") == "failed" and not out:  # refused whole: it has no lines
             errors = batch.get("errors")
             raise FatalError(f"{batch_id} failed: {json.dumps(errors)[:300]}")
         return out
@@ -223,12 +176,11 @@ class OpenAIBatches(BatchHTTP):
             status = response.get("status_code")
             body = response.get("body")
             if status == 200 and isinstance(body, dict):
-                text = json.dumps(body)[:1200]
-                try:
-                    content = self._live._content(body, text)
+                try:  # read as the live backend reads its replies
+                    reply = self._live._completion(body, json.dumps(body)[:1200], 0.0)
                 except FatalError as exc:
                     return rid, BatchLine(error=exc)
-                return rid, BatchLine(reply=Completion(text=content, usage=_usage(body)))
+                return rid, BatchLine(reply=reply)
             if isinstance(status, int) and status >= 400:
                 message = _error_message(json.dumps(body), None) if body is not None else ""
                 return rid, BatchLine(error=http_error(status, self._live._redact(message)))
@@ -239,27 +191,14 @@ class OpenAIBatches(BatchHTTP):
         return rid, BatchLine(error=TransientError(f"{where}: neither a reply nor an error"))
 
 
-def _field(data: Mapping[str, Any], name: str, where: str) -> str:
-    value = data.get(name)
-    if not isinstance(value, str) or not value:
-        raise FatalError(f"{where}: the reply has no {name}")
-    return value
-
-
 def _state(data: Mapping[str, Any]) -> BatchState:
     counts = data.get("request_counts")
-    counts = counts if isinstance(counts, dict) else {}
-
-    def count(name: str) -> int:
-        value = counts.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
     status = str(data.get("status") or "unknown")
     return BatchState(
-        batch_id=_field(data, "id", "a batch"),
+        batch_id=text_field(data, "id", "a batch"),
         status=status,
         ended=status in ENDED,
-        done=count("completed"),
-        failed=count("failed"),
-        total=count("total"),
+        done=count_in(counts, "completed"),
+        failed=count_in(counts, "failed"),
+        total=count_in(counts, "total"),
     )

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from contextlens.backend import (
     BackendConnectionError,
+    BackendError,
     BackendTimeout,
     ChatBackend,
     Completion,
@@ -322,9 +323,8 @@ class OpenAICompatBackend(ChatBackend):
             text = text.replace(self._api_key, "***")
         return redact(text)
 
-    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
-        """The reply body, read no further than :attr:`max_reply_bytes` (sent and decoded)."""
-        limit = self.max_reply_bytes
+    async def _read(self, response: aiohttp.ClientResponse, limit: int) -> bytes:
+        """The reply body, read no further than ``limit`` bytes (sent and decoded)."""
         if response.content_length is not None and response.content_length > limit:
             raise InvalidReply(
                 f"the reply is {response.content_length:,} bytes, over the limit of "
@@ -343,30 +343,36 @@ class OpenAICompatBackend(ChatBackend):
                 )
         return bytes(body)
 
-    async def complete(
-        self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
-    ) -> Completion:
-        """POST the messages; return the assistant's content, usage and latency.
+    async def exchange(
+        self,
+        method: str,
+        url: str,
+        *,
+        json_body: Any = None,
+        data: Any = None,
+        limit: int | None = None,
+    ) -> bytes:
+        """One request to the server, with this backend's session, headers and key: the body
+        of its 2xx reply, read no further than ``limit`` bytes (default
+        :attr:`max_reply_bytes`; over it, :class:`InvalidReply`).
 
-        Raises the kind of an error status (:func:`~contextlens.backend.http_error`),
-        :class:`BackendTimeout` and :class:`BackendConnectionError` on transport failures,
-        and :class:`FatalError` when a 200 reply has no usable content.
+        Raises :class:`BackendTimeout` and :class:`BackendConnectionError` on transport
+        failures, :class:`FatalError` for a redirect (never followed: the key would go with
+        it), and the kind of an error status (:func:`~contextlens.backend.http_error`).
         """
-        url = self._completions_url
-        sent = self.formats.current
-        body = self._body(messages, schema)
         opened = await self._sessions.get().ready()
-        started = time.perf_counter()
         try:
-            async with opened.session.post(
+            async with opened.session.request(
+                method,
                 url,
-                json=body,
+                json=json_body,
+                data=data,
                 headers=self._request_headers(),
                 proxy=opened.proxy,
                 allow_redirects=False,
             ) as response:
-                status, headers = response.status, response.headers
-                raw = await self._read(response)
+                status, headers, reason = response.status, response.headers, response.reason
+                raw = await self._read(response, self.max_reply_bytes if limit is None else limit)
         except asyncio.TimeoutError as exc:  # aiohttp's connect and read timeouts
             raise BackendTimeout(
                 f"{type(exc).__name__} after {self.timeout:g}s calling {url}"
@@ -376,8 +382,6 @@ class OpenAICompatBackend(ChatBackend):
                 self._redact(f"{type(exc).__name__} calling {url}: {exc}"),
                 connected=not isinstance(exc, aiohttp.ClientConnectorError),
             ) from None
-        latency = time.perf_counter() - started
-        text = raw[: 4 * _MAX_ERROR_CHARS].decode("utf-8", errors="replace")  # for messages
         if 300 <= status < 400:
             where = headers.get("Location", "somewhere it does not say")
             raise FatalError(
@@ -388,12 +392,30 @@ class OpenAICompatBackend(ChatBackend):
                 status=status,
             )
         if status >= 400:
-            error = http_error(
-                status,
-                self._redact(_error_message(text, response.reason)),
-                retry_after_from(headers),
+            text = raw[: 4 * _MAX_ERROR_CHARS].decode("utf-8", errors="replace")
+            raise http_error(
+                status, self._redact(_error_message(text, reason)), retry_after_from(headers)
             )
-            raise self.formats.refused(sent, error) if schema is not None else error
+        return raw
+
+    async def complete(
+        self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None
+    ) -> Completion:
+        """POST the messages; return the assistant's content, usage and latency.
+
+        Raises what :meth:`exchange` raises (an error status refusing the reply format as
+        :meth:`FormatNegotiation.refused` says), and :class:`FatalError` when a 200 reply
+        has no usable content.
+        """
+        sent = self.formats.current
+        body = self._body(messages, schema)
+        started = time.perf_counter()
+        try:
+            raw = await self.exchange("POST", self._completions_url, json_body=body)
+        except BackendError as error:
+            raise (self.formats.refused(sent, error) if schema is not None else error) from None
+        latency = time.perf_counter() - started
+        text = raw[: 4 * _MAX_ERROR_CHARS].decode("utf-8", errors="replace")  # for messages
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError):

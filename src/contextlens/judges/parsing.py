@@ -144,16 +144,18 @@ def compact_schema_json(schema: type[BaseModel]) -> str:
     return wire_schema_json(schema)
 
 
+#: How the closing instruction of a prompt begins (what a server that enforces the schema
+#: has replaced, :func:`~contextlens.judges.formats.compact_instructions`).
+INSTRUCTIONS_OPENING = "Answer with one JSON object that follows this JSON schema"
+
+
 @lru_cache(maxsize=256)
 def format_instructions(
     schema: type[BaseModel], bos: str = DEFAULT_BOS, eos: str = DEFAULT_EOS
 ) -> str:
     """The closing instruction of a prompt: answer with one JSON object of this schema."""
     schema_json = compact_schema_json(schema)
-    return (
-        f"Answer with one JSON object that follows this JSON schema, between {bos} and {eos}:"
-        f"\n{schema_json}"
-    )
+    return f"{INSTRUCTIONS_OPENING}, between {bos} and {eos}:\n{schema_json}"
 
 
 #: Characters of an invalid reply, and of what was wrong with it, sent back in the re-ask: a

@@ -125,7 +125,7 @@ def as_backend(
 
 def batched(backend: ChatBackend, **options: Any) -> BatchBackend:
     """``backend``'s calls made through its provider's batch API (``options``: those of
-    :class:`~contextlens.judges.batching.BatchBackend`); a TypeError for a backend whose
+    :class:`~contextlens.judges.batching.BatchBackend`); a ValueError for a backend whose
     provider has none that contextlens speaks."""
     if isinstance(backend, BatchBackend):
         return backend
@@ -133,7 +133,7 @@ def batched(backend: ChatBackend, **options: Any) -> BatchBackend:
         return BatchBackend(AnthropicBatches(backend), **options)
     if isinstance(backend, OpenAICompatBackend):
         return BatchBackend(OpenAIBatches(backend), **options)
-    raise TypeError(
+    raise ValueError(
         f"batch judging goes through a provider's batch API: give an OpenAI judge "
         f"(openai:MODEL, or http://HOST:PORT/v1#MODEL for a server that serves /v1/batches) "
         f"or anthropic:MODEL; the {backend.name} judge {backend.model} has none"
@@ -166,7 +166,7 @@ def resolve_judge(
     if batch and isinstance(choice, ChatBackend):
         choice = batched(choice)
     elif batch and isinstance(choice, Judge):
-        raise TypeError(f"batch judging: the judge {choice.name} makes its own calls")
+        raise ValueError(f"batch judging: the judge {choice.name} makes its own calls")
     if isinstance(choice, LLMJudge):
         if limits.bound is None:
             return choice
