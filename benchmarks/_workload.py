@@ -16,6 +16,7 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -199,6 +200,22 @@ def header(title: str) -> None:
 def load_average() -> str:
     """The machine's load average: other work on the 2 cores skews every timing."""
     return "load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def ray_cpu(tag: bytes) -> float:
+    """CPU seconds used so far by the processes whose command line holds ``tag`` (a Ray
+    actor's is ``ray::CLASS``; Linux)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or tag not in (proc / "cmdline").read_bytes():
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
 
 
 def print_table(headers: list[str], rows: list[list[Any]]) -> None:

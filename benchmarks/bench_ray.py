@@ -28,17 +28,17 @@ import random
 import sys
 import time
 import tracemalloc
-from pathlib import Path
 from typing import Any
 
 os.environ["CONTEXTLENS_CACHE"] = "off"
 
 import ray
-from _workload import RemoteServer, load_average, print_table
+from _workload import RemoteServer, load_average, print_table, ray_cpu
 
 from contextlens import evaluate
 from contextlens.runner import Tally
-from contextlens.scale.ray import BATCHES_PER_WORKER, RayExecutor
+from contextlens.scale.ray import RayExecutor
+from contextlens.scale.ray.driver import BATCHES_PER_WORKER
 
 _WORDS = (
     "the a of to in on for with by from model context answer question retrieval document "
@@ -81,28 +81,13 @@ def cpu_seconds() -> float:
     return time.process_time()
 
 
-def workers_cpu() -> float:
-    """CPU seconds used so far by the processes of this run's worker actors (Linux)."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for proc in Path("/proc").iterdir():
-        try:
-            if not proc.name.isdigit() or b"ray::_Worker" not in (proc / "cmdline").read_bytes():
-                continue
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    return total
-
-
 def offline(items: list[dict[str, Any]], workers: int, batch: int) -> dict[str, Any]:
     executor = RayExecutor(num_workers=workers, batch_size=batch)
     used: list[float] = []
 
     def last_cpu(done: int, total: int | None, seconds: float) -> None:
         if done == total:  # the workers are stopped when the run ends: read them before
-            used.append(workers_cpu())
+            used.append(ray_cpu(b"ray::Worker"))
 
     t0, c0 = time.perf_counter(), cpu_seconds()
     run = evaluate(items, ["context-similarity"], cache=False, progress=last_cpu, executor=executor)

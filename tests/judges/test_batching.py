@@ -279,3 +279,17 @@ async def test_a_run_stopped_mid_batch_says_how_to_collect_or_cancel(caplog):
     said = [r.getMessage() for r in caplog.records if "keep running" in r.getMessage()]
     assert len(said) == 1 and server.batches[0] in said[0]
     assert "contextlens batches --judge JUDGE --cancel" in said[0]
+
+
+def test_the_progress_of_a_batched_run_shows_the_batch_it_waits_for(tmp_path):
+    with FakeBatchServer(delay=2.5, reply=rule_reply) as server:
+        done = _contextlens(
+            "run", str(_data(tmp_path)), "-m", RANKED, "--judge", f"{server.base_url}#{MODEL}",
+            "--batch", "--out", str(tmp_path / "out"),
+            env={"CONTEXTLENS_CACHE_DIR": str(tmp_path / "cache")},
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (batch_id,) = server.batches
+    waiting = [line for line in done.stderr.splitlines() if f"batch {batch_id}: " in line]
+    assert waiting and "in_progress, 0/4 done" in waiting[0]  # said while no item was done
+    assert "0 items" in waiting[0] or "0/4 items" in waiting[0]

@@ -251,7 +251,8 @@ def progress_option(label: str, quiet: bool) -> Any:
 class ProgressLines:
     """Progress for a log (stderr not a terminal): a line on stderr for the first item, then
     every ``every_s`` seconds or tenth of the items, whichever comes first, at once when a
-    judge goes down or comes back, and at the end. The rate and the time left are those of
+    judge goes down or comes back or a provider batch the run waits for changes, and at the
+    end. The rate and the time left are those of
     recent completions (:class:`~contextlens.runner.progress.Throughput`)."""
 
     def __init__(self, label: str, every_s: float = 10.0, steps: int = 10) -> None:
@@ -265,11 +266,11 @@ class ProgressLines:
 
     def __call__(self, done: int, total: int | None, elapsed: float) -> None:
         from contextlens.engine.accounting import current_ledger
-        from contextlens.runner.progress import down_text, rate_text
+        from contextlens.runner.progress import batches_text, down_text, rate_text
 
         self.throughput.update(done, elapsed)
         step = done * self.steps // total if total else 0
-        down = down_text()
+        down = down_text() + batches_text()
         changed, self.last_down = down != self.last_down, down
         if step < self.next_step and elapsed - self.last_s < self.every_s and not changed:
             return

@@ -208,6 +208,11 @@ class Limiter:
                 self.configure(limit)
 
     @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot now."""
+        return len(self._queue)
+
+    @property
     def ramping(self) -> bool:
         """Whether a ramp is finding the limit now."""
         return self.ramp is not None and self.ramp.found is None
@@ -272,6 +277,14 @@ class Limiter:
                 self.release()
             # else: the hand-over finds the future cancelled and passes the slot on
             raise
+
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free now and no call waits for one; whether it did."""
+        with self._lock:
+            if self.in_flight < self.limit and not self._queue:
+                self._take()
+                return True
+        return False
 
     def release(self) -> None:
         """Give a slot back; the longest waiters get the slots now free."""

@@ -57,6 +57,7 @@ __all__ = [
     "BatchLine",
     "BatchState",
     "count_in",
+    "followed",
     "request_id",
     "text_field",
 ]
@@ -165,6 +166,15 @@ def request_id(endpoint: str, body: Mapping[str, Any]) -> str:
     pattern)."""
     data = json.dumps([endpoint, body], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+#: The last state of every batch followed in this process, by (backend key, batch id).
+_followed: dict[tuple[str, str], BatchState] = {}
+
+
+def followed() -> list[BatchState]:
+    """The last state polled of each batch this process follows now (what progress shows)."""
+    return list(_followed.values())
 
 
 @dataclass
@@ -347,6 +357,7 @@ class BatchBackend(ChatBackend):
                     if batches.running.get(batch_id) != state:
                         log.info("%s", state)
                     batches.running[batch_id] = state
+                    _followed[(self.key, batch_id)] = state
                     if state.ended:
                         break
                 await asyncio.sleep(wait)
@@ -363,6 +374,7 @@ class BatchBackend(ChatBackend):
             return
         finally:
             batches.watchers.pop(batch_id, None)
+            _followed.pop((self.key, batch_id), None)
         batches.running.pop(batch_id, None)
         self._answer(batches, batch_id, lines, None)
 

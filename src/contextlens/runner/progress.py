@@ -10,7 +10,7 @@ weigh on the estimate, and a run that stalls sees its estimate grow.
 from __future__ import annotations
 
 import sys
-from collections import deque
+from collections import Counter, deque
 from typing import Any
 
 from contextlens.engine.reach import unreachable
@@ -20,6 +20,7 @@ __all__ = [
     "WINDOW_SECONDS",
     "ProgressBar",
     "Throughput",
+    "batches_text",
     "down_text",
     "left_text",
     "progress_bar",
@@ -40,6 +41,24 @@ def down_text() -> str:
         since = reach.down_since.strftime("%H:%M:%S UTC") if reach.down_since else "?"
         parts.append(f"; judge {reach.key} unreachable since {since}, retrying ({reach.error})")
     return "".join(parts)
+
+
+def batches_text() -> str:
+    """``; batch batch_1: in_progress, 12/20 done`` for the one provider batch the run waits
+    for, ``; 3 batches: 2 in_progress, 1 validating, 30/60 requests done`` for several;
+    empty when it waits for none."""
+    from contextlens.judges.batching import followed
+
+    states = followed()
+    if not states:
+        return ""
+    if len(states) == 1:
+        return f"; {states[0]}"
+    statuses = Counter(state.status for state in states)
+    done, total = sum(s.done for s in states), sum(s.total for s in states)
+    counts = f", {done}/{total} requests done" if total else ""
+    listed = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+    return f"; {len(states)} batches: {listed}{counts}"
 
 
 class Throughput:
@@ -142,7 +161,7 @@ class ProgressBar:
         rate = rate_text(self.throughput.rate())
         if latency is not None:
             rate += f", {latency[1]:.1f} s per judge call"
-        down = down_text()
+        down = down_text() + batches_text()
         if down:
             rate += down.replace("; ", " ", 1)
         left = left_text(self.throughput.left(self.total)) if self.total else ""

@@ -57,8 +57,10 @@ class RayExecutor:
             on in that folder, and only the cases with no result there are scored.
 
     After a run, ``limits`` holds, per judge backend, the cluster limiter's ``limit``,
-    ``peak`` (most calls in flight at once over the cluster), ``lowest`` (the lowest the
-    adaptive limit fell to) and ``rate_limited`` (rate-limited calls it was told of).
+    ``peak`` (most slots held at once over the cluster, a bound on the calls in flight),
+    ``lowest`` (the lowest the adaptive limit fell to), ``rate_limited`` (rate-limited calls
+    it was told of) and ``leases`` (slots it handed to workers, each kept by its worker for
+    as many calls as keep it busy).
     ``workers`` are the worker actors of the run under way.
     """
 
