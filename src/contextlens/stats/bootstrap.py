@@ -85,11 +85,16 @@ def bayesian_bootstrap_means(
     mc = int(mc_samples)
     out = np.full(mc, mean, dtype=np.float64)
     d = x - mean
-    if n == 1 or not np.any(d):
+    if n == 1 or not np.any(d) or x.min() == x.max():
         return out  # every draw is the mean
 
     dmax = float(np.abs(d).max())
-    grouped = _groups(d, w, snap=n * mc >= _SNAP_MIN_ELEMENTS, step=dmax / _SNAP_LEVELS)
+    # merging needs 4 interactions per group: below 8, only equal values, which drew above
+    grouped = (
+        _groups(d, w, snap=n * mc >= _SNAP_MIN_ELEMENTS, step=dmax / _SNAP_LEVELS)
+        if n >= 8
+        else None
+    )
     if grouped is not None:
         return out + _grouped_draws(*grouped, mc, rng)
     if n >= NORMAL_LIMIT_MIN:
