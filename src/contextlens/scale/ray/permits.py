@@ -29,10 +29,10 @@ SYNC_SECONDS = 0.25
 
 class Permits:
     """A Ray actor holding one backend's :class:`Limiter` for the whole cluster: its slots
-    are handed out to the workers' calls, and its adaptive bound moves once per event for
-    the cluster. Slots are counted per holder (one life of a worker, ``ACTOR_ID/LIFE``), so
-    a worker that died and was restarted gives back what its earlier lives held, and a
-    slot granted to an earlier life afterwards is given back at once."""
+    are leased to the workers (see :class:`ClusterLimiter`), and its adaptive bound moves
+    once per event for the cluster. Slots are counted per holder (one life of a worker,
+    ``ACTOR_ID/LIFE``), so a worker that died and was restarted gives back what its earlier
+    lives held, and a slot granted to an earlier life afterwards is given back at once."""
 
     EVENTS = frozenset({"on_success", "on_rate_limited", "on_timeout"})
 
