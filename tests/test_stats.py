@@ -14,6 +14,7 @@ from contextlens.stats import (
     StatisticalMode,
     WeightWarning,
     bayesian_bootstrap_means,
+    equal_tailed,
     resolve_weights,
     weighted_mean,
 )
@@ -410,3 +411,15 @@ def test_a_pass_rate_has_the_interval_of_its_beta_posterior():
     assert mode.rate(3, 5, key="k") == mode.rate(3, 5, key="k")
     assert mode.rate(0, 0).value is None
     assert FrequentistMode().rate(3, 4) == Estimate(0.75, None, None, 4)
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 100, 5000, 20001])
+@pytest.mark.parametrize("level", [0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 1 - 1e-16])
+def test_the_equal_tailed_interval_is_numpys_quantiles_exactly(n, level):
+    rng = np.random.default_rng(n)
+    for draws in (rng.random(n), rng.standard_normal(n) * 1e3, np.round(rng.random(n), 1)):
+        tail = (1.0 - level) / 2.0
+        expected = tuple(float(q) for q in np.quantile(draws, [tail, 1.0 - tail]))
+        before = draws.copy()
+        assert equal_tailed(draws, level) == expected
+        np.testing.assert_array_equal(draws, before)  # the draws are left as they were

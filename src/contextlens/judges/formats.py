@@ -76,14 +76,30 @@ def compact_instructions(messages: Sequence[Message], schema: type[BaseModel]) -
     """``messages`` with the printed schema of ``schema`` (in the instructions
     :func:`~contextlens.judges.parsing.format_instructions` writes, with any fence) replaced
     by :func:`enforced_instructions`."""
-    pattern = _instructions(schema)
-    short = enforced_instructions(schema)
     return [
-        {**m, "content": pattern.sub(lambda _: short, m["content"])}
+        {**m, "content": _compact(m["content"], schema)}
         if INSTRUCTIONS_OPENING in m["content"]
         else m
         for m in messages
     ]
+
+
+#: The longest text whose compacted form is remembered: a metric's system prompt, the same
+#: for every call, is rewritten once; a prompt that also holds the data is not kept.
+_MEMO_CHARS = 16_384
+
+
+def _compact(content: str, schema: type[BaseModel]) -> str:
+    if len(content) <= _MEMO_CHARS:
+        return _compacted(content, schema)
+    return _compacted.__wrapped__(content, schema)
+
+
+@lru_cache(maxsize=128)
+def _compacted(content: str, schema: type[BaseModel]) -> str:
+    """``content`` with the printed schema of ``schema`` replaced by one line."""
+    short = enforced_instructions(schema)
+    return _instructions(schema).sub(lambda _: short, content)
 
 
 @lru_cache(maxsize=256)

@@ -10,7 +10,7 @@ import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from string import Template
 from typing import TYPE_CHECKING, Any
@@ -144,12 +144,20 @@ def build_messages(
     ``values`` fill the user prompt and are already-delimited data blocks; ``system_values``
     fill the system prompt's own placeholders besides ``$format``.
     """
-    instructions = format_instructions(schema, fence.bos, fence.eos)
-    system_text = load_prompt(system).substitute(format=instructions, **(system_values or {}))
+    fixed = tuple(sorted((system_values or {}).items()))
     return [
-        {"role": "system", "content": system_text},
+        {"role": "system", "content": _system_text(system, schema, fence, fixed)},
         {"role": "user", "content": load_prompt(user).substitute(**values)},
     ]
+
+
+@lru_cache(maxsize=128)
+def _system_text(
+    system: str, schema: type[BaseModel], fence: Fence, values: tuple[tuple[str, str], ...]
+) -> str:
+    """The system prompt ``system`` filled in (the same for every call of a metric: made once)."""
+    instructions = format_instructions(schema, fence.bos, fence.eos)
+    return load_prompt(system).substitute(format=instructions, **dict(values))
 
 
 # --- size limits ----------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 gaussia's StatisticalMode primitives), the Bayesian bootstrap of a weighted mean.
 
 - :mod:`~contextlens.stats.weights`: ``resolve_weights``, ``weighted_mean``
-- :mod:`~contextlens.stats.bootstrap`: ``bayesian_bootstrap_means``, ``repeated_interval``
+- :mod:`~contextlens.stats.bootstrap`: ``bayesian_bootstrap_means``, ``equal_tailed``,
+  ``repeated_interval``
 - :mod:`~contextlens.stats.modes`: ``FrequentistMode``, ``BayesianMode``, ``Estimate``
 - :mod:`~contextlens.stats.primitives`: divergence, rate, aggregation, dispersion
 """
@@ -10,6 +11,7 @@ gaussia's StatisticalMode primitives), the Bayesian bootstrap of a weighted mean
 from contextlens.stats.bootstrap import (
     NORMAL_LIMIT_MIN,
     bayesian_bootstrap_means,
+    equal_tailed,
     repeated_interval,
 )
 from contextlens.stats.modes import (
@@ -30,6 +32,7 @@ __all__ = [
     "WeightWarning",
     "bayesian_bootstrap_means",
     "checked_mode",
+    "equal_tailed",
     "repeated_interval",
     "resolve_weights",
     "weighted_mean",

@@ -12,7 +12,7 @@ import numpy.random  # numpy loads it lazily; import it with the module, not mid
 
 from contextlens.stats.weights import _as_values_weights
 
-__all__ = ["NORMAL_LIMIT_MIN", "bayesian_bootstrap_means", "repeated_interval"]
+__all__ = ["NORMAL_LIMIT_MIN", "bayesian_bootstrap_means", "equal_tailed", "repeated_interval"]
 
 # constant fixes the draws. Chunks are the unit of work of the thread pool.
 _CHUNK_ELEMENTS = 1 << 20
@@ -77,12 +77,17 @@ def bayesian_bootstrap_means(
     x, w = _as_values_weights(values, weights)
     if x.size == 0:
         raise ValueError("Bayesian bootstrap of no values")
+    return _means(x, w, int(mc_samples), rng)
+
+
+def _means(x: np.ndarray, w: np.ndarray, mc: int, rng: np.random.SeedSequence) -> np.ndarray:
+    """:func:`bayesian_bootstrap_means` of validated values and weights (1-D float64, finite,
+    weights >= 0 with a positive sum; see ``_as_values_weights``)."""
     keep = w > 0.0
     x, w = x[keep], w[keep]
     w = w / w.sum()
     mean = float(np.dot(w, x))
     n = x.size
-    mc = int(mc_samples)
     out = np.full(mc, mean, dtype=np.float64)
     d = x - mean
     if n == 1 or not np.any(d) or x.min() == x.max():
@@ -136,10 +141,12 @@ def bayesian_bootstrap_means(
                     num[r] += float(e @ num_col[c0:c1])
                     den[r] += float(e @ den_col[c0:c1])
         safe = den > 0.0  # all exponentials 0 (float32 can give 0.0): treat as the mean
-        out[start:stop] += np.divide(num, den, out=np.zeros_like(num), where=safe) * dmax
+        if safe.all():
+            out[start:stop] += num / den * dmax
+        else:
+            out[start:stop] += np.divide(num, den, out=np.zeros_like(num), where=safe) * dmax
 
-    workers = _workers()
-    if workers > 1 and len(starts) > 1 and n * mc >= _PARALLEL_MIN_ELEMENTS:
+    if n * mc >= _PARALLEL_MIN_ELEMENTS and len(starts) > 1 and (workers := _workers()) > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for fut in [pool.submit(run, i) for i in range(len(starts))]:
                 fut.result()
@@ -147,6 +154,33 @@ def bayesian_bootstrap_means(
         for i in range(len(starts)):
             run(i)
     return out
+
+
+def equal_tailed(draws: np.ndarray, level: float) -> tuple[float, float]:
+    """The equal-tailed ``level`` interval of ``draws`` (1-D, no NaN): the same two numbers
+    as ``np.quantile(draws, [tail, 1 - tail])`` with its default (linear) method, for a
+    fraction of its cost on the few thousand draws of one estimate."""
+    tail = (1.0 - level) / 2.0
+    n = draws.size
+    top = n - 1
+    picks: list[tuple[int, int, float]] = []
+    for q in (tail, 1.0 - tail):
+        at = top * q  # the virtual index, between the order statistics lo and hi
+        if at >= top:
+            lo = hi = top
+        elif at < 0:
+            lo = hi = 0
+        else:
+            lo = math.floor(at)
+            hi = lo + 1
+        picks.append((lo, hi, at - lo))
+    ordered = np.partition(draws, sorted({i for lo, hi, _ in picks for i in (lo, hi)}))
+    bounds = []
+    for lo, hi, t in picks:
+        a, b = float(ordered[lo]), float(ordered[hi])
+        diff = b - a  # interpolated from the nearer end, as numpy's _lerp
+        bounds.append(b - diff * (1.0 - t) if t >= 0.5 else a + diff * t)
+    return bounds[0], bounds[1]
 
 
 def _groups(
@@ -246,6 +280,4 @@ def repeated_interval(
         pick = (gen.random((stop - start, n)) * counts).astype(np.int64)
         chosen = x[np.arange(n), order[np.arange(n), pick]]
         draws[start:stop] = (e * chosen).sum(axis=1) / e.sum(axis=1)
-    tail = (1.0 - ci_level) / 2.0
-    low, high = np.quantile(draws, [tail, 1.0 - tail])
-    return float(low), float(high)
+    return equal_tailed(draws, ci_level)

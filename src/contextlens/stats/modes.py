@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from contextlens.stats.bootstrap import bayesian_bootstrap_means
+from contextlens.stats.bootstrap import _means, equal_tailed
 from contextlens.stats.primitives import (
     Posterior,
     Result,
@@ -252,10 +252,10 @@ class BayesianMode:
         if n == 1:
             low, high = self.bounds
             return Estimate(value, min(low, value), max(high, value), 1)
-        draws = bayesian_bootstrap_means(x, w, self.mc_samples, self.seed_sequence(key))
-        tail = (1.0 - self.ci_level) / 2.0
-        low, high = np.quantile(draws, [tail, 1.0 - tail])
-        return Estimate(value, float(low), float(high), n)
+        low, high = equal_tailed(
+            _means(x, w, self.mc_samples, self.seed_sequence(key)), self.ci_level
+        )
+        return Estimate(value, low, high, n)
 
     def rate(self, successes: int, trials: int, *, key: str = "") -> Estimate:
         """The share ``successes / trials`` (a pass rate) with the equal-tailed credible
@@ -270,8 +270,7 @@ class BayesianMode:
             self.beta_prior_b + max(trials - successes, 0),
             size=self.mc_samples,
         )
-        tail = (1.0 - self.ci_level) / 2.0
-        low, high = (float(q) for q in np.quantile(draws, [tail, 1.0 - tail]))
+        low, high = equal_tailed(draws, self.ci_level)
         # at a boundary the interval reaches it: every item passing is not placed above its
         # own upper bound (Brown, Cai and DasGupta's correction of the equal-tailed interval)
         if successes >= trials:
