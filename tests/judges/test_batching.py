@@ -3,6 +3,7 @@ half the price, failed and expired lines retried, and a killed run that pays not
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -241,20 +242,65 @@ def test_batch_with_a_judge_that_has_no_batch_api_is_a_usage_error_not_a_traceba
     assert "Traceback" not in done.stderr
 
 
-def test_a_batched_run_writes_no_key_into_its_files(tmp_path):
+@pytest.mark.parametrize("given", ["env", "url"])
+def test_a_batched_run_writes_no_key_into_its_files(tmp_path, given):
     key = "sk-batchkey-0123456789abcdef"
-    with FakeBatchServer(delay=0.05, reply=rule_reply, api_key=key) as server:
+    basic = base64.b64encode(f"me:{key}".encode())  # as the URL's credentials are sent
+    env = {"CONTEXTLENS_CACHE_DIR": str(tmp_path / "cache")}
+    with FakeBatchServer(
+        delay=0.05, reply=rule_reply, api_key=key if given == "env" else None
+    ) as server:
+        url = server.base_url
+        if given == "env":
+            env["OPENAI_API_KEY"] = key
+        else:
+            url = url.replace("http://", f"http://me:{key}@")
         done = _contextlens(
-            "run", str(_data(tmp_path)), "-m", RANKED, "--judge", f"{server.base_url}#{MODEL}",
-            "--batch", "--out", str(tmp_path / "out"),
-            env={"CONTEXTLENS_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": key},
+            "run", str(_data(tmp_path)), "-m", RANKED, "--judge", f"{url}#{MODEL}",
+            "--batch", "--out", str(tmp_path / "out"), env=env,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert len(server.batches) == 1
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name == "batches.sqlite3" for p in written)
     assert [p for p in written if key.encode() in p.read_bytes()] == []
+    assert [p for p in written if basic in p.read_bytes()] == []
     assert key not in done.stdout + done.stderr
+    assert basic.decode() not in done.stdout + done.stderr
+
+
+class _DeepEvalShaped:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def get_model_name(self) -> str:
+        return "my-model"
+
+    def generate(self, prompt: str, schema=None) -> str:
+        self.calls += 1
+        return '{"reason": "-", "score": 1.0}'
+
+    async def a_generate(self, prompt: str, schema=None) -> str:
+        return self.generate(prompt, schema)
+
+
+class _OpikShaped:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def generate_string(self, input: str, response_format=None, **kwargs) -> str:
+        self.calls += 1
+        return '{"reason": "-", "score": 1.0}'
+
+    async def agenerate_string(self, input: str, response_format=None, **kwargs) -> str:
+        return self.generate_string(input, response_format)
+
+
+@pytest.mark.parametrize("model", [_DeepEvalShaped(), _OpikShaped()], ids=["deepeval", "opik"])
+def test_batch_with_a_users_model_object_is_an_error_before_any_call(model):
+    with pytest.raises(ValueError, match="batch judging goes through a provider's batch API"):
+        evaluate(CASES_20[:2], [RANKED], judge=model, batch=True, cache=False, progress=False)
+    assert model.calls == 0
 
 
 async def test_a_run_stopped_mid_batch_says_how_to_collect_or_cancel(caplog):
