@@ -68,6 +68,16 @@ def test_unknown_model_is_unpriced_not_free() -> None:
     assert total.cost == pytest.approx(0.00045)  # the sum of the priced call only
 
 
+def test_a_registration_changes_the_price_of_names_already_looked_up() -> None:
+    table = PriceTable()
+    assert table.price("llama3:8b") is None
+    assert table.price("openai/gpt-4o-mini@batch") == (0.075, 0.30)
+    table.register("llama3:8b", 1.0, 2.0)
+    table.register("gpt-4o-mini", 1.0, 3.0)
+    assert table.price("llama3:8b") == (1.0, 2.0)
+    assert table.price("openai/gpt-4o-mini@batch") == (0.5, 1.5)
+
+
 def test_prefix_and_date_suffix_lookup() -> None:
     table = PriceTable()
     mini = table.price("gpt-4o-mini")

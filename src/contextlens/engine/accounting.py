@@ -103,6 +103,10 @@ def batch_price_key(price_key: str | None) -> str | None:
     return None if price_key is None else price_key + BATCH_SUFFIX
 
 
+#: The model names a price table remembers its answer for (then it forgets them all).
+_MAX_FOUND = 1024
+
+
 class PriceTable:
     """USD per million prompt and completion tokens, by model name.
 
@@ -129,6 +133,8 @@ class PriceTable:
         self, prices: Mapping[str, tuple[float, float]] | None = None, *, defaults: bool = True
     ) -> None:
         self._prices: dict[str, tuple[float, float]] = {}
+        self._found: dict[str, tuple[float, float] | None] = {}  # names looked up so far
+        self._version = 0  # registrations so far: an answer found before one is not kept
         self._lock = threading.Lock()
         for model, (prompt, completion) in {
             **(self.DEFAULTS if defaults else {}),
@@ -147,18 +153,34 @@ class PriceTable:
                 float(prompt_per_million),
                 float(completion_per_million),
             )
+            self._found.clear()
+            self._version += 1
 
     def price(self, model: str | None) -> tuple[float, float] | None:
         """``(prompt, completion)`` USD per million tokens of ``model``, or ``None``."""
         if not model:
             return None
+        try:
+            return self._found[model]  # every call of a run asks for the same model
+        except KeyError:
+            pass
+        version = self._version
+        found = self._look_up(model)
+        with self._lock:
+            if version == self._version:
+                if len(self._found) >= _MAX_FOUND:
+                    self._found.clear()
+                self._found[model] = found
+        return found
+
+    def _look_up(self, model: str) -> tuple[float, float] | None:
         name = model.strip().lower()
         if name.endswith(BATCH_SUFFIX):
             with self._lock:
                 own = self._prices.get(name)
             if own is not None:
                 return own
-            live = self.price(name.removesuffix(BATCH_SUFFIX))
+            live = self._look_up(name.removesuffix(BATCH_SUFFIX))
             return None if live is None else (live[0] * BATCH_RATE, live[1] * BATCH_RATE)
         candidates = [name]
         while "/" in name:  # "openrouter/openai/gpt-4o" -> "openai/gpt-4o" -> "gpt-4o"
