@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from contextlens import ModelTestCase, evaluate
 from contextlens.backend import ChatBackend, Completion, Message, Usage
 from contextlens.engine.limiter import DEFAULT_LIMIT, FOUND_BY_RAMP, REPORTED, limiter_for
-from contextlens.judges import LLMJudge, OpenAICompatBackend, openai_compat
+from contextlens.judges import LLMJudge, OpenAICompatBackend, llm, openai_compat
 from contextlens.testing import FakeOpenAIServer
 from support.relevancy import all_relevant
 
@@ -32,6 +32,13 @@ LATENCY = 0.15  # long beside the client's and the server's own overhead, even o
 class Verdict(BaseModel):
     reason: str
     score: float
+
+
+@pytest.fixture(autouse=True)
+def _limits_not_said_yet(monkeypatch):
+    """Each test hears its judge's limit said: the note is said once per backend key, and an
+    earlier test's server may have had the same port."""
+    monkeypatch.setattr(llm, "_said", set())
 
 
 def judge_of(server: FakeOpenAIServer, **settings: object) -> LLMJudge:

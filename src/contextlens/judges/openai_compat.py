@@ -366,15 +366,15 @@ class OpenAICompatBackend(ChatBackend):
         it), and the kind of an error status (:func:`~contextlens.backend.http_error`).
         """
         opened = await self._sessions.get().ready()
-        headers = self._request_headers()
+        sent = self._request_headers()
         if json_body is not None:
-            data, headers = wire_json(json_body), self._json_headers
+            data, sent = wire_json(json_body), self._json_headers
         try:
             async with opened.session.request(
                 method,
                 url,
                 data=data,
-                headers=headers,
+                headers=sent,
                 proxy=opened.proxy,
                 allow_redirects=False,
             ) as response:
