@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from typing import NamedTuple
 
 from _workload import (
     RemoteServer,
@@ -40,6 +41,15 @@ from _workload import (
 TARGET_RATIO = 1.10
 TARGET_RSS_MIB = 300.0
 TARGET_CPU_MS = 1.0
+
+
+class Judged(NamedTuple):
+    """What one run at the first concurrency is judged on."""
+
+    ratio: float  # wall time / floor
+    peak: int  # calls in flight at the peak
+    rss: float  # peak RSS, MiB
+    cpu_ms: float  # client CPU per judge call
 
 
 def main() -> None:
@@ -61,7 +71,7 @@ def main() -> None:
         f"{args.latency * 1000:.0f} ms per judge call, Context metric, cache off"
     )
     rows: list[list[object]] = []
-    firsts: list[tuple[float, int, float, float]] = []  # (ratio, peak, rss, cpu ms) per run
+    firsts: list[Judged] = []  # the runs at the first concurrency
     runs = [args.concurrency[0]] * args.repeats + list(args.concurrency[1:])
     for i, concurrency in enumerate(runs):
         with RemoteServer(latency=args.latency) as server:
@@ -97,13 +107,13 @@ def main() -> None:
             ]
         )
         if i < args.repeats:
-            firsts.append((ratio, stats["peak_in_flight"], rss, cpu_ms))
+            firsts.append(Judged(ratio, stats["peak_in_flight"], rss, cpu_ms))
 
     concurrency = args.concurrency[0]
-    ratio = statistics.median(r[0] for r in firsts)
-    peak = max(r[1] for r in firsts)
-    rss = max(r[2] for r in firsts)
-    cpu_ms = statistics.median(r[3] for r in firsts)
+    ratio = statistics.median(r.ratio for r in firsts)
+    peak = max(r.peak for r in firsts)
+    rss = max(r.rss for r in firsts)
+    cpu_ms = statistics.median(r.cpu_ms for r in firsts)
     verdicts = [
         (f"wall / floor {ratio:.3f}, median (target <= {TARGET_RATIO})", ratio <= TARGET_RATIO),
         (f"peak in flight {peak} (target == {concurrency})", peak == concurrency),

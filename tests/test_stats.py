@@ -423,3 +423,6 @@ def test_the_equal_tailed_interval_is_numpys_quantiles_exactly(n, level):
         before = draws.copy()
         assert equal_tailed(draws, level) == expected
         np.testing.assert_array_equal(draws, before)  # the draws are left as they were
+    with_nan = np.append(rng.random(n), np.nan)
+    expected = np.quantile(with_nan, [0.025, 0.975])
+    assert np.isnan(expected).all() and np.isnan(equal_tailed(with_nan, 0.95)).all()

@@ -55,7 +55,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from contextlens.comparability import Difference, differences
 from contextlens.results import EvalRun, ItemResult
-from contextlens.stats import BayesianMode, bayesian_bootstrap_means
+from contextlens.stats import BayesianMode, bayesian_bootstrap_means, equal_tailed
 from contextlens.stats.tolerance import (
     MIN_SPREAD_PAIRS,
     MIN_TOLERANCE,
@@ -457,9 +457,7 @@ def _compare_metric(
         draws = bayesian_bootstrap_means(
             d, np.full(n, 1.0 / n), mode.mc_samples, mode.seed_sequence(f"compare/{name}")
         )
-        tail = (1.0 - mode.ci_level) / 2.0
-        low, high = np.quantile(draws, [tail, 1.0 - tail])
-        ci_low, ci_high = float(low), float(high)
+        ci_low, ci_high = equal_tailed(draws, mode.ci_level)
         p = float(np.mean(draws > 0.0) + 0.5 * np.mean(draws == 0.0))
         verdict = _verdict(p, threshold, identical=not np.any(d))
     return MetricComparison(

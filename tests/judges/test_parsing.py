@@ -142,3 +142,14 @@ def test_a_constrained_reply_stays_strict(said):
     with pytest.raises(ReplyError, match="verdict"):
         parse_reply(text, Statement, parsed={"statement": "s", "verdict": said})
     assert wire_schema(Statement)["properties"]["verdict"]["enum"] == ["yes", "no"]
+
+
+@pytest.mark.parametrize("filler", ["", "x" * 20_000], ids=["remembered", "over the memo"])
+def test_the_printed_schema_is_said_in_one_line_in_short_and_long_prompts_alike(filler):
+    from contextlens.judges.formats import compact_instructions, enforced_instructions
+    from contextlens.judges.parsing import format_instructions
+
+    content = f"{filler}\nJudge this.\n{format_instructions(Verdict)}"
+    for _ in range(2):  # the second time from memory, where it is kept
+        (out,) = compact_instructions([{"role": "system", "content": content}], Verdict)
+        assert out["content"] == f"{filler}\nJudge this.\n{enforced_instructions(Verdict)}"

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 import numpy as np
 from pydantic import BaseModel
 
+from contextlens.stats.bootstrap import equal_tailed
+
 __all__ = [
     "ReliabilityBin",
     "auroc",
@@ -101,9 +103,7 @@ def auroc_interval(
         below, upto = cum[:, lo], cum[:, hi]
         wins = below + 0.5 * (upto - below)  # negatives below each positive, ties half
         boots[start : start + b] = (wp * wins).sum(axis=1) / (n1 * n0)
-    alpha = (1.0 - ci) / 2.0
-    low, high = np.quantile(boots, [alpha, 1.0 - alpha])
-    return float(low), float(high)
+    return equal_tailed(boots, ci)
 
 
 def roc_points(scores: Iterable[float], labels: Iterable[float]) -> list[tuple[float, float]]:

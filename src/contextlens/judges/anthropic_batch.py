@@ -17,6 +17,7 @@ from contextlens.backend import BackendError, FatalError, TransientError, http_e
 from contextlens.judges.anthropic import AnthropicBackend, message_completion
 from contextlens.judges.batching import BatchLine, BatchState, count_in, text_field
 from contextlens.judges.openai_batch import BatchHTTP
+from contextlens.judges.openai_compat import read_json
 
 __all__ = ["AnthropicBatches"]
 
@@ -51,8 +52,8 @@ class AnthropicBatches(BatchHTTP):
             if not raw.strip():
                 continue
             try:
-                data = json.loads(raw)
-            except ValueError:
+                data = read_json(raw)
+            except (ValueError, RecursionError):
                 continue
             rid = data.get("custom_id") if isinstance(data, dict) else None
             if isinstance(rid, str):

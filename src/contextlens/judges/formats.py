@@ -89,17 +89,17 @@ def compact_instructions(messages: Sequence[Message], schema: type[BaseModel]) -
 _MEMO_CHARS = 16_384
 
 
-def _compact(content: str, schema: type[BaseModel]) -> str:
-    if len(content) <= _MEMO_CHARS:
-        return _compacted(content, schema)
-    return _compacted.__wrapped__(content, schema)
-
-
-@lru_cache(maxsize=128)
-def _compacted(content: str, schema: type[BaseModel]) -> str:
+def _rewritten(content: str, schema: type[BaseModel]) -> str:
     """``content`` with the printed schema of ``schema`` replaced by one line."""
     short = enforced_instructions(schema)
     return _instructions(schema).sub(lambda _: short, content)
+
+
+_remembered = lru_cache(maxsize=128)(_rewritten)
+
+
+def _compact(content: str, schema: type[BaseModel]) -> str:
+    return (_remembered if len(content) <= _MEMO_CHARS else _rewritten)(content, schema)
 
 
 @lru_cache(maxsize=256)

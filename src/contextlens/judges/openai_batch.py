@@ -35,6 +35,7 @@ from contextlens.judges.openai_compat import (
     OpenAICompatBackend,
     _error_message,
     endpoint,
+    read_json,
 )
 
 __all__ = ["BatchHTTP", "OpenAIBatches"]
@@ -88,8 +89,8 @@ class BatchHTTP:
     async def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         body = await self._call(method, path, **kwargs)
         try:
-            data = json.loads(body)
-        except ValueError:
+            data = read_json(body)
+        except (ValueError, RecursionError):
             raise FatalError(f"{method} {path}: the reply is not JSON") from None
         if not isinstance(data, dict):
             raise FatalError(f"{method} {path}: the reply is not a JSON object")
@@ -164,8 +165,8 @@ class OpenAIBatches(BatchHTTP):
     def _line(self, raw: bytes, where: str) -> tuple[str | None, BatchLine]:
         """One line of an output or error file: its custom id and outcome."""
         try:
-            data = json.loads(raw)
-        except ValueError:
+            data = read_json(raw)
+        except (ValueError, RecursionError):
             return None, BatchLine(error=TransientError(f"{where} is not JSON"))
         if not isinstance(data, dict) or not isinstance(data.get("custom_id"), str):
             return None, BatchLine(error=TransientError(f"{where} has no custom_id"))

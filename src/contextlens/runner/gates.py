@@ -20,7 +20,7 @@ import numpy as np
 from contextlens.metrics.registry import match
 from contextlens.results import EvalRun
 from contextlens.schemas import MetricKey
-from contextlens.stats import BayesianMode, bayesian_bootstrap_means
+from contextlens.stats import BayesianMode, bayesian_bootstrap_means, equal_tailed
 
 __all__ = [
     "REGRESSION_RULE",
@@ -352,8 +352,7 @@ class RegressionGate:
         draws = bayesian_bootstrap_means(
             d, np.full(n, 1.0 / n), mode.mc_samples, mode.seed_sequence(f"compare/{self.metric}")
         )
-        tail = (1.0 - mode.ci_level) / 2.0
-        low, high = (float(x) for x in np.quantile(draws, [tail, 1.0 - tail]))
+        low, high = equal_tailed(draws, mode.ci_level)
         regressed = high < -self.tolerance
         upper, bar = ordered(high, -self.tolerance, below=regressed, signed=True)
         diff = float(d.mean())

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from contextlens.stats.bootstrap import equal_tailed
+
 __all__ = [
     "DIVERGENCES",
     "Posterior",
@@ -106,12 +108,11 @@ class Posterior:
         samples = np.asarray(samples, dtype=np.float64)
         if samples.size == 0:
             return self.empty()
-        tail = (1.0 - self.ci_level) / 2.0
-        low, high = np.quantile(samples, [tail, 1.0 - tail])
+        low, high = equal_tailed(samples, self.ci_level)
         return {
             "mean": float(samples.mean()),
-            "ci_low": float(low),
-            "ci_high": float(high),
+            "ci_low": low,
+            "ci_high": high,
             "samples": samples,
         }
 
