@@ -339,3 +339,19 @@ def test_the_progress_of_a_batched_run_shows_the_batch_it_waits_for(tmp_path):
     waiting = [line for line in done.stderr.splitlines() if f"batch {batch_id}: " in line]
     assert waiting and "in_progress, 0/4 done" in waiting[0]  # said while no item was done
     assert "0 items" in waiting[0] or "0/4 items" in waiting[0]
+
+
+def test_an_output_line_nested_too_deep_is_passed_over_and_the_run_scores(monkeypatch):
+    from contextlens.testing import fake_batches
+
+    plain = fake_batches._jsonl
+
+    def with_a_hostile_line(lines):
+        return plain(lines) + b"[" * 100_000 + b"\n"  # deeper than any JSON reader recurses
+
+    monkeypatch.setattr(fake_batches, "_jsonl", with_a_hostile_line)
+    with FakeBatchServer(delay=0.05, reply=rule_reply) as server:
+        run = _run(f"{server.base_url}#{MODEL}", [RANKED], batch=True)
+    summary = run.summaries[RANKED]
+    assert summary.n == len(CASES_20) and summary.n_failed == 0
+    assert len(server.batches) == 1
